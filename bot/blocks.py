@@ -1,0 +1,120 @@
+"""Block Kit for items, built by pure functions with `slack_sdk.models.blocks` (which checks Slack's limits).
+
+Feed text is untrusted: `escape` turns `&`, `<`, `>` into entities, so a title such as
+`<!channel> <@U123> <https://evil.example|click>` arrives inert, and `cut` keeps every text within Slack's
+limits (cutting on a word) rather than letting Slack reject the message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+from slack_sdk.models.blocks import (
+    ActionsBlock,
+    ButtonElement,
+    ContextBlock,
+    MarkdownTextObject,
+    PlainTextObject,
+    SectionBlock,
+)
+
+from bot.feed import Item
+
+EVENT_TYPE = "mlresearch_item"
+SNIPPET_CHARS = 300
+SECTION_TEXT_LIMIT = 3000
+TITLE_CHARS = 250
+FALLBACK_TEXT_LIMIT = 3000
+KIND_LABEL = {"research": "Paper", "update": "Update"}
+
+
+def escape(text: str) -> str:
+    """Escape feed text for mrkdwn: it can never mention, link or ping."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def cut(text: str, limit: int) -> str:
+    """At most `limit` characters, cut on a word with an ellipsis."""
+    text = " ".join(text.split()) if "\n" not in text else text
+    if len(text) <= limit:
+        return text
+    head = text[: limit - 1]
+    space = head.rfind(" ")
+    if space > limit // 2:
+        head = head[:space]
+    return head.rstrip(" ,.;:") + "…"
+
+
+def snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
+    return cut(" ".join(text.split()), limit)
+
+
+def safe_url(url: str) -> str | None:
+    """The link only if it is a plain http(s) URL safe to put inside `<...|...>`."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        return None
+    if any(c in url for c in "<>| \n\t"):
+        return None
+    return url
+
+
+def title_link(item: Item, limit: int = TITLE_CHARS) -> str:
+    title = escape(cut(item.title, limit))
+    url = safe_url(item.link)
+    return f"<{url}|{title}>" if url else title
+
+
+def day(item: Item) -> str:
+    return item.published.strftime("%Y-%m-%d")
+
+
+def item_message(item: Item, matched: Sequence[str] = ()) -> dict[str, Any]:
+    """The channel post for one new item: `text` (fallback), `blocks`, `metadata`, `unfurl_*`."""
+    blocks: list[Any] = [
+        SectionBlock(text=MarkdownTextObject(text=f"*{title_link(item)}*")),
+        ContextBlock(
+            elements=[MarkdownTextObject(text=f"{KIND_LABEL.get(item.kind, 'Paper')} · {day(item)}")]
+        ),
+    ]
+    if item.summary:
+        blocks.append(SectionBlock(text=MarkdownTextObject(text=escape(snippet(item.summary)))))
+    url = safe_url(item.link)
+    if url:
+        blocks.append(
+            ActionsBlock(
+                elements=[
+                    ButtonElement(
+                        text=PlainTextObject(text="Read"),
+                        url=url[:3000],
+                        action_id="open_item",
+                        value=item.id[:2000],
+                    )
+                ]
+            )
+        )
+    if matched:
+        words = ", ".join(escape(cut(k, 60)) for k in matched[:10])
+        blocks.append(ContextBlock(elements=[MarkdownTextObject(text=f"Matched your keywords: {words}")]))
+    return {
+        "text": fallback_text(item),
+        "blocks": [b.to_dict() for b in blocks],
+        "unfurl_links": False,
+        "unfurl_media": False,
+        "metadata": {"event_type": EVENT_TYPE, "event_payload": {"item_id": item.id}},
+    }
+
+
+def fallback_text(item: Item) -> str:
+    """The plain `text` of a post: title and link, escaped."""
+    url = safe_url(item.link) or ""
+    return cut(f"{escape(cut(item.title, TITLE_CHARS))} {url}".strip(), FALLBACK_TEXT_LIMIT)
+
+
+def item_text(item: Item) -> dict[str, Any]:
+    """The same post without blocks (used once when Slack rejects the blocks)."""
+    message = item_message(item)
+    message.pop("blocks")
+    return message

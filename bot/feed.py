@@ -1,0 +1,333 @@
+"""Fetching and parsing the feed.
+
+    fetch(client, url, validators) -> Fetched | NotModified     (httpx; conditional GET; size and time caps)
+    parse(content) -> list[Item]                                 (feedparser; oldest first)
+
+Every failure is a `FeedError` whose `kind` says which:
+
+    FeedError
+      kind = "network"     DNS, refused connection, TLS, too many redirects
+      kind = "timeout"     connect or total time exceeded
+      kind = "http"        a 4xx/5xx answer (`status` holds the code)
+      kind = "too_large"   the body passed the size cap (checked while streaming)
+      kind = "not_a_feed"  the body parsed but is not RSS/Atom (an HTML page, say)
+      kind = "malformed"   broken XML, declared entities (an entity bomb), an unreadable file
+
+Its message is one line, suitable for a log, a CLI error or a Slack reply.
+"""
+
+from __future__ import annotations
+
+import calendar
+import hashlib
+import html
+import re
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import parse_qsl, unquote, urlencode, urljoin, urlsplit, urlunsplit
+
+import feedparser
+import httpx
+
+from bot import __version__
+
+USER_AGENT = f"mlresearch-bot/{__version__} (+https://github.com/mlresearch-bot/mlresearch-bot)"
+MAX_FEED_BYTES = 5 * 1024 * 1024
+CONNECT_TIMEOUT = 5.0
+TOTAL_TIMEOUT = 20.0
+MAX_REDIRECTS = 5
+MAX_TITLE_CHARS = 1_000
+MAX_SUMMARY_CHARS = 20_000
+
+Kind = Literal["research", "update"]
+TRACKING_PARAMS = frozenset(
+    {"fbclid", "gclid", "dclid", "msclkid", "mc_cid", "mc_eid", "igshid", "ref_src", "_hsenc", "_hsmi"}
+)
+
+
+class FeedError(Exception):
+    """A feed could not be fetched or parsed. `kind` is one of the kinds in the module docstring."""
+
+    def __init__(self, kind: str, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.status = status
+
+    def __str__(self) -> str:
+        return " ".join(str(self.args[0]).split())
+
+
+@dataclass(frozen=True)
+class Item:
+    """One feed entry. `id` is its identity: the canonical link."""
+
+    id: str
+    guid: str | None
+    title: str
+    link: str
+    summary: str
+    published: datetime
+    kind: Kind
+    authors: tuple[str, ...] = field(default=())
+
+
+@dataclass(frozen=True)
+class Validators:
+    etag: str | None = None
+    last_modified: str | None = None
+
+
+@dataclass(frozen=True)
+class Fetched:
+    content: bytes
+    validators: Validators
+
+
+@dataclass(frozen=True)
+class NotModified:
+    validators: Validators
+
+
+def make_client(*, max_bytes: int = MAX_FEED_BYTES, total_timeout: float = TOTAL_TIMEOUT) -> httpx.Client:
+    """The one HTTP client of a process: redirects (at most 5), timeouts, gzip, a User-Agent."""
+    return httpx.Client(
+        follow_redirects=True,
+        max_redirects=MAX_REDIRECTS,
+        timeout=httpx.Timeout(total_timeout, connect=CONNECT_TIMEOUT),
+        headers={"User-Agent": USER_AGENT, "Accept-Encoding": "gzip, deflate"},
+    )
+
+
+def fetch(
+    client: httpx.Client,
+    url: str,
+    validators: Validators = Validators(),
+    *,
+    max_bytes: int = MAX_FEED_BYTES,
+    total_timeout: float = TOTAL_TIMEOUT,
+    accept: str = "application/rss+xml, application/atom+xml, application/xml;q=0.9, text/xml;q=0.8, */*;q=0.1",
+) -> Fetched | NotModified:
+    """Fetch `url` (http(s), file:// or a path), sending back the stored validators."""
+    scheme = urlsplit(url).scheme.lower()
+    if scheme not in ("http", "https"):
+        return _fetch_file(url, validators, max_bytes)
+    headers = {"Accept": accept}
+    if validators.etag:
+        headers["If-None-Match"] = validators.etag
+    if validators.last_modified:
+        headers["If-Modified-Since"] = validators.last_modified
+    deadline = time.monotonic() + total_timeout
+    try:
+        with client.stream("GET", url, headers=headers) as response:
+            if response.status_code == 304:
+                return NotModified(
+                    Validators(
+                        response.headers.get("ETag") or validators.etag,
+                        response.headers.get("Last-Modified") or validators.last_modified,
+                    )
+                )
+            if response.status_code >= 400:
+                raise FeedError(
+                    "http", f"{url} answered HTTP {response.status_code}", status=response.status_code
+                )
+            declared = response.headers.get("Content-Length")
+            if declared and declared.isdigit() and int(declared) > max_bytes:
+                raise FeedError("too_large", f"{url} is {int(declared)} bytes, over the {max_bytes}-byte cap")
+            chunks: list[bytes] = []
+            size = 0
+            for chunk in response.iter_bytes():
+                size += len(chunk)
+                if size > max_bytes:
+                    raise FeedError("too_large", f"{url} passed the {max_bytes}-byte cap while downloading")
+                if time.monotonic() > deadline:
+                    raise FeedError("timeout", f"{url} took longer than {total_timeout:g} s")
+                chunks.append(chunk)
+            return Fetched(
+                b"".join(chunks),
+                Validators(response.headers.get("ETag"), response.headers.get("Last-Modified")),
+            )
+    except httpx.TimeoutException:
+        raise FeedError("timeout", f"{url} timed out") from None
+    except httpx.TooManyRedirects:
+        raise FeedError("network", f"{url} redirected more than {MAX_REDIRECTS} times") from None
+    except httpx.DecodingError as exc:
+        raise FeedError("malformed", f"{url} sent a body that could not be decoded ({exc})") from None
+    except httpx.HTTPError as exc:
+        reason = str(exc) or type(exc).__name__
+        raise FeedError("network", f"{url} could not be reached: {reason}") from None
+
+
+def _fetch_file(url: str, validators: Validators, max_bytes: int) -> Fetched | NotModified:
+    path = Path(unquote(urlsplit(url).path)) if url.lower().startswith("file:") else Path(url)
+    try:
+        size = path.stat().st_size
+        if size > max_bytes:
+            raise FeedError("too_large", f"{path} is {size} bytes, over the {max_bytes}-byte cap")
+        content = path.read_bytes()
+    except OSError as exc:
+        raise FeedError("network", f"{path} could not be read: {exc.strerror or exc}") from None
+    digest = '"' + hashlib.sha256(content).hexdigest()[:32] + '"'
+    if validators.etag == digest:
+        return NotModified(validators)
+    return Fetched(content, Validators(etag=digest))
+
+
+# --- parsing -----------------------------------------------------------------------------------------
+
+_ENTITY_DECL = re.compile(rb"<!ENTITY", re.IGNORECASE)
+
+
+def parse(content: bytes) -> list[Item]:
+    """Parse feed bytes into Items, oldest first; same-day ties keep reversed feed order."""
+    head = content[:65536]
+    if _ENTITY_DECL.search(head) or _ENTITY_DECL.search(content):
+        raise FeedError("malformed", "the feed declares XML entities, which are refused (entity expansion)")
+    # No base URL on purpose: with one, feedparser turns bare-slug guids into wrong absolute URLs.
+    parsed: Any = feedparser.parse(content, response_headers={}, sanitize_html=True, resolve_relative_uris=False)
+    version = parsed.get("version") or ""
+    if parsed.get("bozo"):
+        exc = parsed.get("bozo_exception")
+        if not isinstance(exc, feedparser.CharacterEncodingOverride | feedparser.NonXMLContentType):
+            if not version or not parsed.entries:
+                if _looks_like_html(head):
+                    raise FeedError("not_a_feed", "the answer is an HTML page, not an RSS or Atom feed")
+                raise FeedError("malformed", f"the feed is not well-formed XML ({_one_line(exc)})")
+            raise FeedError("malformed", f"the feed is not well-formed XML ({_one_line(exc)})")
+    if not version:
+        raise FeedError("not_a_feed", "the answer is not an RSS or Atom feed")
+    base = parsed.feed.get("link") or ""
+    now = datetime.now(UTC)
+    ordered: list[tuple[int, Item]] = []
+    for position, entry in enumerate(parsed.entries):
+        item = _item(entry, base, now)
+        if item is not None:
+            ordered.append((position, item))
+    ordered.sort(key=lambda pair: (pair[1].published, -pair[0]))
+    seen: set[str] = set()
+    result = []
+    for _, item in ordered:
+        if item.id not in seen:
+            seen.add(item.id)
+            result.append(item)
+    return result
+
+
+def _item(entry: Any, base: str, now: datetime) -> Item | None:
+    guid = (entry.get("id") or "").strip() or None
+    raw_link = (entry.get("link") or "").strip()
+    if not raw_link and guid and guid.startswith(("http://", "https://")):
+        raw_link = guid
+    if not raw_link:
+        return None
+    if not urlsplit(raw_link).scheme and base.startswith(("http://", "https://")):
+        raw_link = urljoin(base, raw_link)
+    link = canonical_link(raw_link)
+    if link is None:
+        return None
+    title = _text(entry.get("title") or "", entry.get("title_detail"))
+    summary = _text(entry.get("summary") or "", entry.get("summary_detail"))
+    stamp = entry.get("published_parsed") or entry.get("updated_parsed")
+    published = datetime.fromtimestamp(calendar.timegm(stamp), UTC) if stamp else now
+    authors = tuple(
+        a.get("name", "").strip() for a in entry.get("authors") or [] if (a.get("name") or "").strip()
+    )
+    return Item(
+        id=link,
+        guid=guid,
+        title=_cap(title or link, MAX_TITLE_CHARS),
+        link=link,
+        summary=_cap(summary, MAX_SUMMARY_CHARS),
+        published=published,
+        kind=kind_of(link),
+        authors=authors,
+    )
+
+
+def kind_of(link: str) -> Kind:
+    return "update" if urlsplit(link).path.startswith("/updates/") else "research"
+
+
+def canonical_link(url: str) -> str | None:
+    """https, lower-case host, no fragment, no tracking parameters, no trailing slash; None if not a web URL."""
+    try:
+        parts = urlsplit(url.strip())
+    except ValueError:
+        return None
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        return None
+    host = parts.hostname.lower()
+    try:
+        port = parts.port
+    except ValueError:
+        return None
+    if port and port not in (80, 443):
+        host = f"{host}:{port}"
+    path = re.sub(r"/{2,}", "/", parts.path or "").rstrip("/")
+    query = [
+        (k, v)
+        for k, v in parse_qsl(parts.query, keep_blank_values=True)
+        if not k.lower().startswith("utm_") and k.lower() not in TRACKING_PARAMS
+    ]
+    return urlunsplit(("https", host, path, urlencode(query), ""))
+
+
+class _TextExtractor(HTMLParser):
+    BLOCK = frozenset({"p", "br", "div", "li", "ul", "ol", "h1", "h2", "h3", "h4", "h5", "h6", "tr", "blockquote"})
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self.skip = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in ("script", "style"):
+            self.skip += 1
+        elif tag in self.BLOCK:
+            self.parts.append("\n")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("script", "style") and self.skip:
+            self.skip -= 1
+        elif tag in self.BLOCK:
+            self.parts.append("\n")
+
+    def handle_data(self, data: str) -> None:
+        if not self.skip:
+            self.parts.append(data)
+
+
+def html_to_text(markup: str) -> str:
+    """Plain text from HTML: tags dropped, entities decoded, whitespace tidied, paragraphs kept."""
+    extractor = _TextExtractor()
+    extractor.feed(markup)
+    extractor.close()
+    return _tidy("".join(extractor.parts))
+
+
+def _text(value: str, detail: Any) -> str:
+    kind = (detail or {}).get("type", "text/html")
+    if kind in ("text/html", "application/xhtml+xml"):
+        return html_to_text(value)
+    return _tidy(html.unescape(value) if "&" in value else value)
+
+
+def _tidy(text: str) -> str:
+    paragraphs = [" ".join(p.split()) for p in re.split(r"\n\s*\n|\n", text)]
+    return "\n\n".join(p for p in paragraphs if p)
+
+
+def _cap(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def _looks_like_html(head: bytes) -> bool:
+    lowered = head[:2048].lower()
+    return b"<html" in lowered or b"<!doctype html" in lowered
+
+
+def _one_line(exc: object) -> str:
+    return " ".join(str(exc).split())[:200] or type(exc).__name__

@@ -1,0 +1,166 @@
+"""One poll cycle (`poll_once`) and the background loop (`Poller`).
+
+A cycle: fetch (conditional GET) -> parse -> store.ingest (new items, edits and queued deliveries in one
+transaction) -> deliver whatever the ledger holds open. Only the holder of the store's poll lock runs a cycle,
+so a web process and a scheduled `poll` never deliver at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import httpx
+
+from bot.feed import FeedError, Fetched, Item, Validators, fetch, parse
+from bot.store import LockTimeout, Store
+
+log = logging.getLogger("bot.poller")
+
+
+@dataclass(frozen=True)
+class DeliveryReport:
+    delivered: int = 0
+    failed: int = 0
+
+
+Deliver = Callable[[Store], DeliveryReport]
+
+
+@dataclass(frozen=True)
+class PollResult:
+    fetched: int = 0
+    new: int = 0
+    delivered: int = 0
+    failed: int = 0
+    not_modified: bool = False
+    baseline: bool = False
+    updated: int = 0
+    error: str | None = None
+    new_items: list[Item] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "fetched": self.fetched,
+            "new": self.new,
+            "delivered": self.delivered,
+            "failed": self.failed,
+            "not_modified": self.not_modified,
+        }
+
+
+def poll_once(
+    store: Store,
+    client: httpx.Client,
+    feed_url: str,
+    *,
+    deliver: Deliver | None = None,
+    lock_timeout: float = 60.0,
+) -> PollResult:
+    """Run one cycle under the poll lock. A feed failure is recorded and returned in `error`; deliveries
+    still open from earlier cycles are attempted anyway."""
+    with store.poll_lock(timeout=lock_timeout):
+        return _cycle(store, client, feed_url, deliver)
+
+
+def _cycle(store: Store, client: httpx.Client, feed_url: str, deliver: Deliver | None) -> PollResult:
+    state = store.feed_state(feed_url)
+    error: str | None = None
+    fetched = new = updated = 0
+    not_modified = baseline = False
+    new_items: list[Item] = []
+    try:
+        answer = fetch(client, feed_url, state.validators)
+        if isinstance(answer, Fetched):
+            items = parse(answer.content)
+            ingested = store.ingest(feed_url, items, answer.validators)
+            fetched, new, updated, baseline = len(items), len(ingested.new), ingested.updated, ingested.baseline
+            new_items = ingested.new
+        else:
+            not_modified = True
+            store.record_not_modified(feed_url, answer.validators)
+    except FeedError as exc:
+        error = str(exc)
+        store.record_failure(feed_url, error)
+        log.warning("event=feed_error kind=%s error=%r", exc.kind, error)
+    report = deliver(store) if deliver is not None else DeliveryReport()
+    result = PollResult(
+        fetched=fetched,
+        new=new,
+        delivered=report.delivered,
+        failed=report.failed,
+        not_modified=not_modified,
+        baseline=baseline,
+        updated=updated,
+        error=error,
+        new_items=new_items,
+    )
+    log.info(
+        "event=poll fetched=%d new=%d updated=%d delivered=%d failed=%d not_modified=%s baseline=%s ok=%s",
+        fetched, new, updated, report.delivered, report.failed, not_modified, baseline, error is None,
+    )
+    return result
+
+
+def preview(store: Store, client: httpx.Client, feed_url: str) -> tuple[list[Item], bool, int]:
+    """Dry run: fetch and parse, and say what would be new, writing nothing (a missing database stays
+    missing). Returns (new items, whether this would be the baseline poll, items fetched)."""
+    exists = store.path.exists()
+    state = store.feed_state(feed_url) if exists else None
+    answer = fetch(client, feed_url, state.validators if state else Validators())
+    if not isinstance(answer, Fetched):
+        return [], False, 0
+    items = parse(answer.content)
+    if not exists:
+        return items, True, len(items)
+    new, baseline = store.preview(items)
+    return new, baseline, len(items)
+
+
+class Poller:
+    """Runs `poll_once` every `interval` seconds (with up to 10% jitter) on a daemon thread, never
+    overlapping itself; `stop()` lets an in-flight cycle finish."""
+
+    def __init__(
+        self,
+        store: Store,
+        client: httpx.Client,
+        feed_url: str,
+        interval: float,
+        *,
+        deliver: Deliver | None = None,
+        on_result: Callable[[PollResult], None] | None = None,
+    ) -> None:
+        self.store = store
+        self.client = client
+        self.feed_url = feed_url
+        self.interval = interval
+        self.deliver = deliver
+        self.on_result = on_result
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="poller", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 25.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                result = poll_once(self.store, self.client, self.feed_url, deliver=self.deliver, lock_timeout=0)
+                if self.on_result is not None:
+                    self.on_result(result)
+            except LockTimeout:
+                log.info("event=poll_skipped reason=another_process_is_polling")
+            except Exception:  # noqa: BLE001 - the loop must outlive any one bad cycle
+                log.exception("event=poll_crashed")
+            wait = self.interval * (1 + random.uniform(0, 0.1))
+            self._stop.wait(wait)

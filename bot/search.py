@@ -1,0 +1,69 @@
+"""Turning any user string into a safe, ranked query over the archive.
+
+    parse_query("captioning since:2026-01-01 type:paper") -> Query(terms=["captioning"], filters=...)
+    search(store, "captioning", limit=5) -> list[SearchHit]
+
+Terms are words only (FTS operators, quotes, `*`, `-`, emoji become separators), so no input can be an FTS
+syntax error. Too long or empty input raises `SearchError` with a one-line message.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import date
+
+from bot.store import SearchFilters, SearchHit, Store
+
+MAX_QUERY_CHARS = 256
+MAX_TERMS = 16
+MAX_LIMIT = 100
+MIN_PREFIX_CHARS = 3
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+_FILTER = re.compile(r"(?<!\S)(since|type):(\S*)", re.IGNORECASE)
+KIND_ALIASES = {"paper": "research", "papers": "research", "research": "research", "update": "update", "updates": "update"}
+
+
+class SearchError(ValueError):
+    """A query that cannot be run; the message is one line for the user."""
+
+
+@dataclass(frozen=True)
+class Query:
+    terms: tuple[str, ...]
+    prefix_last: bool
+    filters: SearchFilters = field(default_factory=SearchFilters)
+
+
+def parse_query(text: str) -> Query:
+    if len(text) > MAX_QUERY_CHARS:
+        raise SearchError(f"That search is {len(text)} characters long; keep it under {MAX_QUERY_CHARS}.")
+    since: date | None = None
+    kind: str | None = None
+    for name, value in _FILTER.findall(text):
+        if name.lower() == "since":
+            try:
+                since = date.fromisoformat(value)
+            except ValueError:
+                raise SearchError(f"since: needs a date as YYYY-MM-DD, got {value[:20]!r}.") from None
+        else:
+            kind = KIND_ALIASES.get(value.lower())
+            if kind is None:
+                raise SearchError(f"type: must be paper or update, got {value[:20]!r}.")
+    rest = _FILTER.sub(" ", text)
+    words = [w.lower() for w in _WORD.findall(rest)]
+    unique = list(dict.fromkeys(w for w in words if w != "_"))[:MAX_TERMS]
+    if not unique:
+        raise SearchError("Type some words to search for, for example: search image captioning")
+    # A prefix match on the last word (as typed, not followed by a space), once it is long enough to mean it.
+    prefix_last = bool(rest) and bool(_WORD.search(rest[-1])) and len(words[-1]) >= MIN_PREFIX_CHARS
+    return Query(tuple(unique), prefix_last, SearchFilters(since=since, kind=kind))
+
+
+def search(store: Store, text: str, limit: int = 10) -> list[SearchHit]:
+    """Ranked results for a user's query string (see `Store.search` for the ranking)."""
+    if limit < 1 or limit > MAX_LIMIT:
+        raise SearchError(f"limit must be between 1 and {MAX_LIMIT}.")
+    query = parse_query(text)
+    return store.search(query.terms, prefix_last=query.prefix_last, limit=limit, filters=query.filters)
