@@ -1,26 +1,28 @@
+# make run   — create .venv, install, start the bot (the local shell when no Slack credentials are set)
+# make test  — create .venv, install with dev extras, run the whole suite, ruff and mypy
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
 .PHONY: run test lint bench clean
 
-$(BIN)/activate:
+$(BIN)/python:
 	$(PY) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet --upgrade pip
 
-$(VENV)/.installed: pyproject.toml | $(BIN)/activate
-	$(BIN)/pip install --quiet .
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
 	touch $@
 
-$(VENV)/.installed-dev: pyproject.toml | $(BIN)/activate
-	$(BIN)/pip install --quiet -e '.[dev]'
-	touch $@
+$(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $@ $(VENV)/.installed
 
-run: $(VENV)/.installed-dev
-	@$(BIN)/python -m bot run-default
+run: $(VENV)/.installed
+	$(BIN)/mlresearch-bot serve --or-shell
 
 test: $(VENV)/.installed-dev
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest
 	$(BIN)/ruff check bot tests benchmarks
 	$(BIN)/mypy
 
