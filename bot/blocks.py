@@ -118,3 +118,40 @@ def item_text(item: Item) -> dict[str, Any]:
     message = item_message(item)
     message.pop("blocks")
     return message
+
+
+_PARTICLES = frozenset(
+    {"van", "von", "der", "den", "de", "del", "della", "da", "di", "du", "la", "le", "ter", "bin"}
+)
+
+
+def format_authors(authors: Sequence[str], limit: int = 3) -> str:
+    """Authors for a result line, given names as initials: "A. Author, B. Author, C. Author", and with more
+    than `limit` of them the first two and "et al." ("A. Author, B. Author et al."). Plain text: escape it
+    for mrkdwn."""
+    names = [_initials(a) for a in authors if a and a.strip()]
+    if len(names) > limit:
+        return ", ".join(names[:2]) + " et al."
+    return ", ".join(names)
+
+
+def _initials(name: str) -> str:
+    name = " ".join(name.split())
+    if "," in name:  # "Doe, Jane" -> "Jane Doe"
+        last, _, given = name.partition(",")
+        name = f"{given.strip()} {last.strip()}".strip()
+    words = name.split(" ")
+    if len(words) < 2:
+        return name
+    surname_start = len(words) - 1
+    while surname_start > 1 and words[surname_start - 1].lower() in _PARTICLES:
+        surname_start -= 1
+    initials = [_initial(w) for w in words[:surname_start]]
+    return " ".join([*initials, *words[surname_start:]])
+
+
+def _initial(word: str) -> str:
+    parts = [p for p in word.split("-") if p]
+    letters = [next((c for c in p if c.isalpha()), "") for p in parts]
+    initials = "-".join(f"{c.upper()}." for c in letters if c)
+    return initials or word

@@ -34,7 +34,8 @@ class UsageError(Exception):
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{message} (see: mlresearch-bot {self.prog.split()[-1] if ' ' in self.prog else ''} --help)".replace("  ", " "))
+        command = " ".join(["mlresearch-bot", *self.prog.split()[1:], "--help"])
+        raise UsageError(f"{message} (see: {command})")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -48,6 +49,11 @@ def build_parser() -> argparse.ArgumentParser:
     poll = sub.add_parser("poll", help="one poll cycle: fetch, store, deliver")
     poll.add_argument("--dry-run", action="store_true", help="write nothing, post nothing; print what is new")
     poll.add_argument("--json", action="store_true", help="print one JSON object")
+
+    backfill = sub.add_parser("backfill", help="merge every post of the research index into the archive")
+    backfill.add_argument("--url", help="the research index page (default: /research on the feed's site)")
+    backfill.add_argument("--dry-run", action="store_true", help="write nothing; say what would change")
+    backfill.add_argument("--json", action="store_true", help='print {"found", "added", "enriched"}')
 
     search = sub.add_parser("search", help="search the archive")
     search.add_argument("query", nargs="+", help="words to look for")
@@ -71,7 +77,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         _err(f"configuration error: {exc}")
         return EXIT_USAGE
-    except (Failure, FeedError, StoreError, SearchError) as exc:
+    except SearchError as exc:
+        _err(str(exc))
+        return EXIT_USAGE
+    except (Failure, FeedError, StoreError) as exc:
         _err(str(exc))
         return EXIT_FAILED
     except KeyboardInterrupt:
@@ -90,11 +99,18 @@ def _main(argv: list[str]) -> int:
     if args.command is None:
         build_parser().print_help()
         return EXIT_USAGE
-    settings = Settings.from_env(load_environment())
-    setup_logging(settings, sys.stdout if args.command == "serve" else sys.stderr)
+    environ = load_environment()
+    settings = Settings.from_env(environ)
+    if args.command == "serve":
+        setup_logging(settings, sys.stdout)
+    else:
+        # A one-shot command's stderr is for its one-line error: logs only when LOG_LEVEL asks for them.
+        quiet = not (environ.get("LOG_LEVEL") or "").strip()
+        setup_logging(settings, sys.stderr, minimum=logging.ERROR if quiet else logging.NOTSET)
     handler = {
         "serve": cmd_serve,
         "poll": cmd_poll,
+        "backfill": cmd_backfill,
         "search": cmd_search,
         "summarize": cmd_summarize,
         "shell": cmd_shell,
@@ -102,16 +118,17 @@ def _main(argv: list[str]) -> int:
     return handler(settings, args)
 
 
-def setup_logging(settings: Settings, stream: Any) -> None:
+def setup_logging(settings: Settings, stream: Any, *, minimum: int = logging.NOTSET) -> None:
     """One line per event, key=value: on stdout for `serve` (as Heroku collects it), on stderr for the
-    one-shot commands, whose stdout is their answer."""
+    one-shot commands, whose stdout is their answer. `minimum` raises the level (quiet one-shot commands)."""
+    level = max(settings.logging_level, minimum)
     handler = logging.StreamHandler(stream)
     handler.setFormatter(logging.Formatter("%(asctime)s level=%(levelname)s logger=%(name)s %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
-    root.setLevel(settings.logging_level)
+    root.setLevel(level)
     for noisy in ("httpx", "httpcore", "slack_sdk", "slack_bolt", "waitress"):
-        logging.getLogger(noisy).setLevel(max(settings.logging_level, logging.WARNING))
+        logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
 
 
 def open_store(settings: Settings) -> Any:
@@ -123,19 +140,28 @@ def open_store(settings: Settings) -> Any:
 
 
 def cmd_poll(settings: Settings, args: argparse.Namespace) -> int:
-    from bot import feed, poller
+    from bot import feed, poller, research_index
     from bot.store import Store
 
     with feed.make_client() as client:
         if args.dry_run:
-            store = Store.from_url(settings.database_url)
-            if store.path.exists():
-                store.migrate()
+            store = Store.from_url(settings.database_url)  # read only: not created, not migrated
             new, baseline, fetched = poller.preview(store, client, settings.feed_url)
             if args.json:
-                _out(json.dumps({"fetched": fetched, "new": len(new), "delivered": 0, "failed": 0,
-                                 "not_modified": fetched == 0 and not new, "dry_run": True,
-                                 "baseline": baseline, "items": [_item_json(i) for i in new]}))
+                _out(
+                    json.dumps(
+                        {
+                            "fetched": fetched,
+                            "new": len(new),
+                            "delivered": 0,
+                            "failed": 0,
+                            "not_modified": fetched == 0 and not new,
+                            "dry_run": True,
+                            "baseline": baseline,
+                            "items": [_item_json(i) for i in new],
+                        }
+                    )
+                )
             elif baseline:
                 _out(f"first poll: {len(new)} items would be recorded as seen; nothing would be posted")
             else:
@@ -145,7 +171,8 @@ def cmd_poll(settings: Settings, args: argparse.Namespace) -> int:
             return EXIT_OK
         store = open_store(settings)
         deliver = _deliverer(settings, store)
-        result = poller.poll_once(store, client, settings.feed_url, deliver=deliver)
+        enrich = research_index.enricher(research_index.index_url_for(settings.feed_url))
+        result = poller.poll_once(store, client, settings.feed_url, deliver=deliver, enrich=enrich)
     if args.json:
         _out(json.dumps(result.as_json()))
     else:
@@ -154,6 +181,48 @@ def cmd_poll(settings: Settings, args: argparse.Namespace) -> int:
         _out(f"{state}, {result.new} new, {result.delivered} delivered, {result.failed} failed{extra}")
     if result.error:
         raise Failure(f"poll failed: {result.error}")
+    return EXIT_OK
+
+
+def cmd_backfill(settings: Settings, args: argparse.Namespace) -> int:
+    """Merge the research index into the archive (issue 6); nothing is ever delivered."""
+    from bot import feed, research_index
+    from bot.store import Store
+
+    url = args.url or research_index.index_url_for(settings.feed_url) or research_index.DEFAULT_INDEX_URL
+    tty = sys.stderr.isatty()
+
+    def progress(message: str) -> None:
+        if tty:
+            print(f"\r\033[Kbackfill: {message}", end="", file=sys.stderr, flush=True)
+
+    try:
+        with feed.make_client() as client:
+            if args.dry_run:
+                progress(f"reading {url} …")
+                index = research_index.read(client, url)
+                added, enriched = Store.from_url(settings.database_url).preview_index(index.items)
+                result = research_index.BackfillResult(
+                    len(index.items), added, enriched, sum(index.skipped.values()), index.skipped_note()
+                )
+            else:
+                result = research_index.backfill(open_store(settings), client, url, progress=progress)
+    except research_index.IndexReadError as exc:
+        raise Failure(f"backfill failed: {exc}") from None
+    finally:
+        if tty:
+            print("\r\033[K", end="", file=sys.stderr, flush=True)
+    if result.note:
+        _err(f"warning: {result.note}")
+    if args.json:
+        _out(json.dumps({**result.as_json(), **({"dry_run": True} if args.dry_run else {})}))
+    elif args.dry_run:
+        _out(
+            f"dry run: {result.found} posts in the index; {result.added} would be added, "
+            f"{result.enriched} enriched; nothing written"
+        )
+    else:
+        _out(f"{result.found} posts in the index: {result.added} added, {result.enriched} enriched")
     return EXIT_OK
 
 
@@ -172,29 +241,77 @@ def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
     store = open_store(settings)
     hits = search(store, " ".join(args.query), limit=args.limit)
     if args.json:
-        _out(json.dumps([
-            {"id": h.item.id, "title": h.item.title, "link": h.item.link,
-             "published": h.item.published.strftime("%Y-%m-%d"), "score": h.score}
-            for h in hits
-        ], ensure_ascii=False))
+        _out(
+            json.dumps(
+                [
+                    {
+                        "id": h.item.id,
+                        "title": h.item.title,
+                        "link": h.item.link,
+                        "published": h.item.published.strftime("%Y-%m-%d"),
+                        "score": h.score,
+                    }
+                    for h in hits
+                ],
+                ensure_ascii=False,
+            )
+        )
         return EXIT_OK
     if not hits:
         _out("no results")
+    from bot.blocks import format_authors
+
     for rank, hit in enumerate(hits, 1):
         _out(f"{rank:>2}. {hit.item.title}\n    {hit.item.published:%Y-%m-%d}  {hit.item.link}")
+        if hit.item.authors:
+            _out(f"    {format_authors(hit.item.authors)}")
     return EXIT_OK
 
 
 def cmd_summarize(settings: Settings, args: argparse.Namespace) -> int:
-    raise UsageError("summarize is not built yet")
+    from bot.summarize import Summarizer
+
+    topic = " ".join(" ".join(args.topic).split())
+    store = open_store(settings)
+    summary = Summarizer.from_settings(settings).summarize(store, topic)
+    if summary is None:
+        raise Failure(f"nothing in the archive is about {topic[:80]!r}; try broader words")
+    if args.json:
+        _out(json.dumps(summary.as_json(), ensure_ascii=False))
+        return EXIT_OK
+    span = f"{summary.first_day:%Y-%m-%d}" + (
+        f" to {summary.last_day:%Y-%m-%d}" if summary.last_day != summary.first_day else ""
+    )
+    how = "quoted from the abstracts" if summary.method == "extractive" else f"written by {summary.model}"
+    _out(f"What Apple ML Research says about {topic!r} ({len(summary.items)} item(s), {span}; {how}):\n")
+    _out(summary.text() + "\n")
+    for n, item in enumerate(summary.items, 1):
+        _out(f"[{n}] {item.title} ({item.published:%Y-%m-%d})\n    {item.link}")
+    return EXIT_OK
 
 
 def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
-    raise UsageError("serve is not built yet")
+    missing = settings.missing_slack()
+    if missing:
+        what = f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not set"
+        if args.or_shell:
+            _err(f"{what}; starting the local shell instead of Slack (see .env.example to connect Slack)")
+            return cmd_shell(settings, args)
+        raise UsageError(f"cannot serve: {what} (copy .env.example to .env and fill it in)")
+    from bot.server import ServeError, serve
+
+    try:
+        return serve(settings)
+    except ServeError as exc:
+        raise Failure(str(exc)) from None
 
 
 def cmd_shell(settings: Settings, args: argparse.Namespace) -> int:
-    raise UsageError("shell is not built yet")
+    from bot import shell
+
+    if settings.log_level == "INFO":  # the console is the interface: keep routine log lines off it
+        logging.getLogger("bot").setLevel(logging.WARNING)
+    return int(shell.run(settings, sys.stdin, sys.stdout))
 
 
 def _item_json(item: Any) -> dict[str, str]:

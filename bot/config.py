@@ -140,7 +140,13 @@ def _check_database_url(url: str) -> None:
     if url.startswith("sqlite:///"):
         rest = url[len("sqlite:///") :]
         if not rest or rest == "/" or rest.endswith("/"):
-            raise ConfigError("DATABASE_URL", f"needs a file name, as in sqlite:///mlresearch.db; got {url!r}")
+            raise ConfigError(
+                "DATABASE_URL", f"needs a file name, as in sqlite:///mlresearch.db; got {url!r}"
+            )
+        if rest.startswith(":memory:") or "?" in rest:
+            raise ConfigError(
+                "DATABASE_URL", f"must name a database file (no :memory:, no options); got {url!r}"
+            )
         return
     if url.startswith(("postgres://", "postgresql://")):
         raise ConfigError("DATABASE_URL", "PostgreSQL is not supported yet; use sqlite:///path.db")

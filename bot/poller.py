@@ -10,12 +10,12 @@ from __future__ import annotations
 import logging
 import random
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import httpx
 
-from bot.feed import FeedError, Fetched, Item, Validators, fetch, parse
+from bot.feed import FeedError, Fetched, Item, fetch, parse
 from bot.store import LockTimeout, Store
 
 log = logging.getLogger("bot.poller")
@@ -28,6 +28,9 @@ class DeliveryReport:
 
 
 Deliver = Callable[[Store], DeliveryReport]
+# Enrichment of newly polled items from the research index (issue 6): (store, client, new item ids).
+# It must never raise and never changes which items are new or queued; see research_index.enricher.
+Enrich = Callable[[Store, httpx.Client, Sequence[str]], object]
 
 
 @dataclass(frozen=True)
@@ -59,14 +62,17 @@ def poll_once(
     *,
     deliver: Deliver | None = None,
     lock_timeout: float = 60.0,
+    enrich: Enrich | None = None,
 ) -> PollResult:
     """Run one cycle under the poll lock. A feed failure is recorded and returned in `error`; deliveries
     still open from earlier cycles are attempted anyway."""
     with store.poll_lock(timeout=lock_timeout):
-        return _cycle(store, client, feed_url, deliver)
+        return _cycle(store, client, feed_url, deliver, enrich)
 
 
-def _cycle(store: Store, client: httpx.Client, feed_url: str, deliver: Deliver | None) -> PollResult:
+def _cycle(
+    store: Store, client: httpx.Client, feed_url: str, deliver: Deliver | None, enrich: Enrich | None = None
+) -> PollResult:
     state = store.feed_state(feed_url)
     error: str | None = None
     fetched = new = updated = 0
@@ -77,7 +83,12 @@ def _cycle(store: Store, client: httpx.Client, feed_url: str, deliver: Deliver |
         if isinstance(answer, Fetched):
             items = parse(answer.content)
             ingested = store.ingest(feed_url, items, answer.validators)
-            fetched, new, updated, baseline = len(items), len(ingested.new), ingested.updated, ingested.baseline
+            fetched, new, updated, baseline = (
+                len(items),
+                len(ingested.new),
+                ingested.updated,
+                ingested.baseline,
+            )
             new_items = ingested.new
         else:
             not_modified = True
@@ -87,6 +98,12 @@ def _cycle(store: Store, client: httpx.Client, feed_url: str, deliver: Deliver |
         store.record_failure(feed_url, error)
         log.warning("event=feed_error kind=%s error=%r", exc.kind, error)
     report = deliver(store) if deliver is not None else DeliveryReport()
+    if enrich is not None and not baseline:
+        # After ingest and delivery, so it can change neither what is new nor what is queued.
+        try:
+            enrich(store, client, [item.id for item in new_items])
+        except Exception:  # noqa: BLE001 - enrichment is a nicety; it never breaks a poll
+            log.exception("event=enrich_crashed")
     result = PollResult(
         fetched=fetched,
         new=new,
@@ -100,22 +117,27 @@ def _cycle(store: Store, client: httpx.Client, feed_url: str, deliver: Deliver |
     )
     log.info(
         "event=poll fetched=%d new=%d updated=%d delivered=%d failed=%d not_modified=%s baseline=%s ok=%s",
-        fetched, new, updated, report.delivered, report.failed, not_modified, baseline, error is None,
+        fetched,
+        new,
+        updated,
+        report.delivered,
+        report.failed,
+        not_modified,
+        baseline,
+        error is None,
     )
     return result
 
 
 def preview(store: Store, client: httpx.Client, feed_url: str) -> tuple[list[Item], bool, int]:
     """Dry run: fetch and parse, and say what would be new, writing nothing (a missing database stays
-    missing). Returns (new items, whether this would be the baseline poll, items fetched)."""
-    exists = store.path.exists()
-    state = store.feed_state(feed_url) if exists else None
-    answer = fetch(client, feed_url, state.validators if state else Validators())
+    missing, an existing one is only read). Returns (new items, whether this would be the baseline poll,
+    items fetched)."""
+    state = store.feed_state(feed_url, readonly=True)
+    answer = fetch(client, feed_url, state.validators)
     if not isinstance(answer, Fetched):
         return [], False, 0
     items = parse(answer.content)
-    if not exists:
-        return items, True, len(items)
     new, baseline = store.preview(items)
     return new, baseline, len(items)
 
@@ -133,12 +155,14 @@ class Poller:
         *,
         deliver: Deliver | None = None,
         on_result: Callable[[PollResult], None] | None = None,
+        enrich: Enrich | None = None,
     ) -> None:
         self.store = store
         self.client = client
         self.feed_url = feed_url
         self.interval = interval
         self.deliver = deliver
+        self.enrich = enrich
         self.on_result = on_result
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -155,7 +179,14 @@ class Poller:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                result = poll_once(self.store, self.client, self.feed_url, deliver=self.deliver, lock_timeout=0)
+                result = poll_once(
+                    self.store,
+                    self.client,
+                    self.feed_url,
+                    deliver=self.deliver,
+                    lock_timeout=0,
+                    enrich=self.enrich,
+                )
                 if self.on_result is not None:
                     self.on_result(result)
             except LockTimeout:

@@ -2,6 +2,8 @@
 
     parse_query("captioning since:2026-01-01 type:paper") -> Query(terms=["captioning"], filters=...)
     search(store, "captioning", limit=5) -> list[SearchHit]
+    parse_query('author:"Jane Doe" diffusion')  -> items by Jane Doe matching diffusion (authors are searched
+                                                   too; author: alone lists that author's items newest first)
 
 Terms are words only (FTS operators, quotes, `*`, `-`, emoji become separators), so no input can be an FTS
 syntax error. Too long or empty input raises `SearchError` with a one-line message.
@@ -22,7 +24,16 @@ MIN_PREFIX_CHARS = 3
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _FILTER = re.compile(r"(?<!\S)(since|type):(\S*)", re.IGNORECASE)
-KIND_ALIASES = {"paper": "research", "papers": "research", "research": "research", "update": "update", "updates": "update"}
+# author:"First Last", author:“First Last” (Slack's smart quotes) or author:Name; matches authors only.
+_AUTHOR = re.compile(r"(?<!\S)authors?:(?:\"([^\"]*)\"?|“([^”]*)”?|(\S*))", re.IGNORECASE)
+MAX_AUTHORS = 5
+KIND_ALIASES = {
+    "paper": "research",
+    "papers": "research",
+    "research": "research",
+    "update": "update",
+    "updates": "update",
+}
 
 
 class SearchError(ValueError):
@@ -51,14 +62,31 @@ def parse_query(text: str) -> Query:
             kind = KIND_ALIASES.get(value.lower())
             if kind is None:
                 raise SearchError(f"type: must be paper or update, got {value[:20]!r}.")
-    rest = _FILTER.sub(" ", text)
+    authors = _authors(text)
+    rest = _FILTER.sub(" ", _AUTHOR.sub(" ", text))
     words = [w.lower() for w in _WORD.findall(rest)]
     unique = list(dict.fromkeys(w for w in words if w != "_"))[:MAX_TERMS]
-    if not unique:
+    if not unique and not authors:
         raise SearchError("Type some words to search for, for example: search image captioning")
+    if not unique:
+        return Query((), False, SearchFilters(since=since, kind=kind, authors=authors))
     # A prefix match on the last word (as typed, not followed by a space), once it is long enough to mean it.
     prefix_last = bool(rest) and bool(_WORD.search(rest[-1])) and len(words[-1]) >= MIN_PREFIX_CHARS
-    return Query(tuple(unique), prefix_last, SearchFilters(since=since, kind=kind))
+    return Query(tuple(unique), prefix_last, SearchFilters(since=since, kind=kind, authors=authors))
+
+
+def _authors(text: str) -> tuple[str, ...]:
+    """The names of author: filters, tidied; a filter without a name is an error."""
+    names: list[str] = []
+    for groups in _AUTHOR.findall(text):
+        name = " ".join("".join(groups).split())
+        if not _WORD.search(name):
+            raise SearchError('author: needs a name, for example author:"Jane Doe" or author:Doe.')
+        if name.lower() not in (n.lower() for n in names):
+            names.append(name[:100])
+    if len(names) > MAX_AUTHORS:
+        raise SearchError(f"Search for at most {MAX_AUTHORS} authors at once.")
+    return tuple(names)
 
 
 def search(store: Store, text: str, limit: int = 10) -> list[SearchHit]:

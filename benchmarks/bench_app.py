@@ -1,0 +1,243 @@
+"""Benchmark of `mlresearch-bot serve` (waitress + Bolt's WSGI adapter), run as a real subprocess.
+
+1. Cold start: from spawning `python -m bot serve` to the first 200 on /healthz, median of 5, beside a bare
+   Bolt app that only acks, served the same way (waitress + SlackRequestHandler, /healthz answered by WSGI).
+2. `/mlresearch search …` round trips, signed as Slack signs them, from 20 concurrent clients over an archive
+   of 10,000 synthetic items: p50 / p99.
+3. Peak RSS (VmHWM) of the serve process after that load.
+
+Targets: cold start < 1.5 s and < 1.5x bare Bolt; search p99 < 100 ms; peak RSS < 120 MB.
+Run: python benchmarks/bench_app.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bot.feed import Item  # noqa: E402
+from bot.store import Store  # noqa: E402
+from tests.fakes.slack_api import FakeSlack  # noqa: E402
+from tests.fakes.slack_sender import (  # noqa: E402
+    SECRET,
+    TOKEN,
+    ServeProcess,
+    clean_env,
+    command_body,
+    free_port,
+    http,
+    signed_headers,
+)
+
+WORDS = [
+    "model", "learning", "language", "vision", "diffusion", "captioning", "image", "video", "speech", "audio",
+    "retrieval", "transformer", "attention", "privacy", "federated", "differential", "robust", "alignment",
+    "reward", "policy", "agent", "planning", "reasoning", "benchmark", "dataset", "multimodal", "encoder",
+    "token", "compression", "quantization", "sparse", "efficient", "inference", "training", "scaling",
+    "generative", "gaussian", "geometry", "reconstruction", "depth", "segmentation", "detection", "tracking",
+    "assistant", "memory", "context", "dialogue", "ranking", "graph", "kernel", "optimization", "stochastic",
+    "calibration", "uncertainty", "simulation", "bayesian", "causal", "fairness", "embedding", "on-device",
+]
+QUERIES = ["diffusion", "speech recognition", "privacy federated", "vision transformer", "token compression",
+           "reasoning benchmark", "on-device model", "gaussian", "robust alignment", "learn"]
+
+BARE_BOLT = textwrap.dedent("""
+    import os, sys
+    from slack_bolt import App
+    from slack_bolt.adapter.wsgi import SlackRequestHandler
+    from slack_sdk import WebClient
+    from waitress import serve
+
+    app = App(client=WebClient(token=os.environ["SLACK_BOT_TOKEN"], base_url=os.environ["SLACK_API_URL"]),
+              signing_secret=os.environ["SLACK_SIGNING_SECRET"], token_verification_enabled=False,
+              process_before_response=True)
+
+    @app.command("/mlresearch")
+    def command(ack):
+        ack("ok")
+
+    slack = SlackRequestHandler(app)
+
+    def wsgi(environ, start_response):
+        if environ["PATH_INFO"] == "/healthz":
+            start_response("200 OK", [("Content-Type", "application/json")])
+            return [b'{"status": "ok"}']
+        return slack(environ, start_response)
+
+    serve(wsgi, host="0.0.0.0", port=int(os.environ["PORT"]), threads=8)
+""")
+
+
+def synthetic_items(n: int, seed: int = 7, *, dense: bool = False) -> list[Item]:
+    """`n` made-up research items. Realistic by default: abstracts of 60-120 words drawn (Zipf-like) from a
+    4,000-word vocabulary, each item about 2-4 of the topic words, so a topic matches a few percent of the
+    archive. `dense=True` is the worst case: every word a topic word, so most queries match most items."""
+    rng = random.Random(seed)
+    syllables = ["ka", "lo", "mi", "ne", "ru", "sa", "te", "vo", "zi", "pa", "de", "gu", "ri", "no", "ta"]
+    filler = sorted({"".join(rng.choice(syllables) for _ in range(rng.randint(2, 4))) for _ in range(6000)})
+    filler = filler[:4000]
+    weights = [1 / (rank + 1) for rank in range(len(filler))]
+    start = datetime(2017, 7, 1, tzinfo=UTC)
+    items = []
+    for i in range(n):
+        if dense:
+            title = " ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 10))).capitalize()
+            summary = ". ".join(" ".join(rng.choice(WORDS) for _ in range(rng.randint(8, 16)))
+                                for _ in range(rng.randint(3, 8))) + "."
+        else:
+            topics = rng.sample(WORDS, rng.randint(2, 4))
+            words = rng.choices(filler, weights, k=rng.randint(60, 120)) + topics
+            rng.shuffle(words)
+            title = " ".join(topics + rng.choices(filler, weights, k=rng.randint(2, 6))).capitalize()
+            summary = ". ".join(" ".join(words[j : j + 12]) for j in range(0, len(words), 12)) + "."
+        link = f"https://machinelearning.apple.com/research/synthetic-{i}"
+        items.append(Item(id=link, guid=f"synthetic-{i}", title=title, link=link, summary=summary,
+                          published=start + timedelta(hours=6 * i), kind="research"))
+    return items
+
+
+def time_to_healthz(argv: list[str], env: dict[str, str], cwd: Path, port: int) -> float:
+    started = time.perf_counter()
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"{argv} exited {proc.returncode}")
+            try:
+                if http("GET", f"http://127.0.0.1:{port}/healthz", timeout=1)[0] == 200:
+                    return time.perf_counter() - started
+            except OSError:
+                time.sleep(0.005)
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def cold_start(env: dict[str, str], tmp: Path, runs: int) -> None:
+    bare = tmp / "bare_bolt.py"
+    bare.write_text(BARE_BOLT)
+    ours, base = [], []
+    for _ in range(runs):  # interleaved, so drift in machine load hits both alike
+        port = free_port()
+        ours.append(time_to_healthz([sys.executable, "-m", "bot", "serve"],
+                                    clean_env(**{**env, "PORT": str(port)}), tmp, port))
+        port = free_port()
+        base.append(time_to_healthz([sys.executable, str(bare)], clean_env(**{**env, "PORT": str(port)}), tmp,
+                                    port))
+    mine, bare_median = statistics.median(ours), statistics.median(base)
+    print(f"cold start (spawn -> first 200 on /healthz, median of {runs}):")
+    print(f"  mlresearch-bot serve  {mine * 1000:7.0f} ms   "
+          f"(runs: {', '.join(f'{t * 1000:.0f}' for t in ours)})")
+    print(f"  bare Bolt app         {bare_median * 1000:7.0f} ms   "
+          f"(runs: {', '.join(f'{t * 1000:.0f}' for t in base)})")
+    print(f"  ratio                 {mine / bare_median:7.2f}x   target < 1.5 s and < 1.5x: "
+          f"{'ok' if mine < 1.5 and mine / bare_median < 1.5 else 'MISSED'}")
+
+
+def search_load(
+    bot: ServeProcess, clients: int, per_client: int, texts: list[str] | None = None
+) -> list[float]:
+    texts = texts or [f"search {q}" for q in QUERIES]
+    latencies: list[float] = []
+    lock = threading.Lock()
+    errors: list[str] = []
+    barrier = threading.Barrier(clients)
+
+    def client(n: int) -> None:
+        rng = random.Random(n)
+        mine = []
+        barrier.wait()
+        for i in range(per_client):
+            body = command_body(rng.choice(texts), channel=f"C{n:04d}", user=f"U{i:04d}")
+            headers = signed_headers(body, "application/x-www-form-urlencoded")
+            started = time.perf_counter()
+            status, raw = http("POST", bot.base + "/slack/events", body, headers)
+            mine.append(time.perf_counter() - started)
+            if status != 200 or json.loads(raw).get("response_type") != "ephemeral":
+                errors.append(f"{status} {raw[:80]!r}")
+        with lock:
+            latencies.extend(mine)
+
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise RuntimeError(f"{len(errors)} failed requests, e.g. {errors[0]}")
+    return latencies
+
+
+def peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def load_test(tmp: Path, env: dict[str, str], *, dense: bool, clients: int,
+              per_client: int) -> tuple[list[float], float, float, int]:
+    """(sorted latencies, requests per second, peak RSS in MB, items) for one archive."""
+    store = Store(tmp / f"bench-{'dense' if dense else 'real'}.db")
+    store.migrate()
+    store.add_items(synthetic_items(10_000, dense=dense))
+    with ServeProcess({**env, "DATABASE_URL": f"sqlite:///{store.path}"}, tmp) as bot:
+        search_load(bot, clients, 5)  # warm up: auth.test, page cache
+        started = time.perf_counter()
+        latencies = sorted(search_load(bot, clients, per_client))
+        elapsed = time.perf_counter() - started
+        assert bot.proc is not None
+        rss = peak_rss_mb(bot.proc.pid)
+    return latencies, len(latencies) / elapsed, rss, store.count_items()
+
+
+def percentile(values: list[float], q: float) -> float:
+    return values[min(len(values) - 1, int(len(values) * q))] * 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="serve benchmark")
+    parser.add_argument("--quick", action="store_true", help="fewer requests")
+    args = parser.parse_args()
+    clients, per_client = 20, (25 if args.quick else 100)
+    print(f"mlresearch-bot serve benchmark (python {sys.version.split()[0]})")
+    with tempfile.TemporaryDirectory(prefix="mlbot-bench-app-") as tmpdir, FakeSlack() as slack:
+        tmp = Path(tmpdir)
+        env = {"SLACK_BOT_TOKEN": TOKEN, "SLACK_SIGNING_SECRET": SECRET, "SLACK_API_URL": slack.url,
+               "POLL_INTERVAL": "0", "LOG_LEVEL": "WARNING",
+               "FEED_URL": str(ROOT / "tests" / "data" / "apple_ml_rss.xml")}
+        cold = Store(tmp / "cold.db")
+        cold.migrate()
+        cold.add_items(synthetic_items(10_000))
+        cold_start({**env, "DATABASE_URL": f"sqlite:///{cold.path}"}, tmp, runs=5)
+        peak = 0.0
+        for dense in (False, True):
+            latencies, rate, rss, items = load_test(tmp, env, dense=dense, clients=clients,
+                                                    per_client=per_client if not dense else per_client // 4)
+            peak = max(peak, rss)
+            label = "worst case: most queries match most items" if dense else "realistic archive"
+            p99 = percentile(latencies, 0.99)
+            print(f"search round trip, {label} ({clients} concurrent clients, {len(latencies)} requests, "
+                  f"{items:,} items, {rate:.0f} req/s):")
+            verdict = f"   target p99 < 100 ms: {'ok' if p99 < 100 else 'MISSED'}" if not dense else ""
+            print(f"  p50 {percentile(latencies, 0.5):6.1f} ms   p99 {p99:6.1f} ms   "
+                  f"max {latencies[-1] * 1000:6.1f} ms{verdict}")
+        print(f"peak RSS of serve (VmHWM, after the load): {peak:.1f} MB   target < 120 MB: "
+              f"{'ok' if peak < 120 else 'MISSED'}")
+
+
+if __name__ == "__main__":
+    main()

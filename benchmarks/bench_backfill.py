@@ -1,0 +1,114 @@
+"""Backfill benchmark (issue 6): the research index with 1,000 and 5,000 synthetic posts, over loopback HTTP.
+
+For each size, the time of one `research_index.backfill` (fetch + parse + merge, in one transaction)
+  - into an empty archive (every post added), and
+  - into a full archive that already holds the same posts as the feed brought them (abstract cut at ~600
+    characters, no authors), so every post is enriched;
+then search p50/p99 over the full archive before and after its backfill (terms, and author: filters).
+
+Target: 5,000 posts in under 5 s; search p99 unchanged (within noise, a few ms).
+Run: .venv/bin/python benchmarks/bench_backfill.py
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bot import research_index as ri  # noqa: E402
+from bot.feed import make_client  # noqa: E402
+from bot.search import search  # noqa: E402
+from bot.store import Store  # noqa: E402
+from tests.fakes.feed_server import FeedServer, Reply  # noqa: E402
+from tests.fakes.research_index import _WORDS, index_page, synthetic_posts  # noqa: E402
+
+SIZES = (1_000, 5_000)
+SEARCHES = 400
+TARGET_S = 5.0
+
+
+def fresh_store(directory: Path, name: str) -> Store:
+    store = Store(directory / f"{name}.db")
+    store.migrate()
+    return store
+
+
+def feed_like(page: bytes) -> list:  # type: ignore[type-arg]
+    """The index's items as the feed would have brought them: abstract cut at ~600 characters, no authors."""
+    items = ri.parse(page).items
+    return [replace(i, summary=i.summary[:599].rstrip() + "…", authors=()) for i in items]
+
+
+def search_latency(store: Store, queries: list[str]) -> tuple[float, float]:
+    timings = []
+    for query in queries:
+        start = time.perf_counter()
+        search(store, query, limit=10)
+        timings.append((time.perf_counter() - start) * 1000)
+    timings.sort()
+    return statistics.median(timings), timings[int(len(timings) * 0.99) - 1]
+
+
+def queries_for(n: int) -> list[str]:
+    rng = random.Random(n)
+    queries = []
+    for k in range(SEARCHES):
+        if k % 4 == 3:
+            i = rng.randrange(n)
+            queries.append(f'author:"Author{i % 997} Surname{(i * 3) % 991}"')
+        else:
+            queries.append(" ".join(rng.sample(_WORDS, 1 + k % 3)))
+    return queries
+
+
+def main() -> int:
+    print(
+        f"{'posts':>6}  {'archive':<7} {'backfill':>9}  {'added':>6} {'enriched':>8}  "
+        f"{'search p50/p99 before':>22}  {'after':>15}"
+    )
+    worst = 0.0
+    with tempfile.TemporaryDirectory() as tmp, FeedServer() as server, make_client() as client:
+        directory = Path(tmp)
+        for n in SIZES:
+            page = index_page(synthetic_posts(n))
+            url = server.route(f"/research-{n}", Reply(body=page, content_type="text/html; charset=utf-8"))
+            queries = queries_for(n)
+
+            empty = fresh_store(directory, f"empty-{n}")
+            start = time.perf_counter()
+            result = ri.backfill(empty, client, url)
+            took = time.perf_counter() - start
+            worst = max(worst, took) if n == max(SIZES) else worst
+            p50, p99 = search_latency(empty, queries)
+            print(
+                f"{n:>6,}  {'empty':<7} {took:>8.2f}s  {result.added:>6,} {result.enriched:>8,}  "
+                f"{'-':>22}  {p50:>6.2f}/{p99:>5.2f} ms"
+            )
+
+            full = fresh_store(directory, f"full-{n}")
+            full.add_items(feed_like(page))
+            b50, b99 = search_latency(full, queries)
+            start = time.perf_counter()
+            result = ri.backfill(full, client, url)
+            took = time.perf_counter() - start
+            worst = max(worst, took) if n == max(SIZES) else worst
+            a50, a99 = search_latency(full, queries)
+            print(
+                f"{n:>6,}  {'full':<7} {took:>8.2f}s  {result.added:>6,} {result.enriched:>8,}  "
+                f"{b50:>11.2f}/{b99:>5.2f} ms  {a50:>6.2f}/{a99:>5.2f} ms"
+            )
+    verdict = "PASS" if worst < TARGET_S else "FAIL"
+    print(f"slowest backfill of {max(SIZES):,} posts: {worst:.2f}s (target < {TARGET_S:g} s) {verdict}")
+    return 0 if worst < TARGET_S else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

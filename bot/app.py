@@ -1,0 +1,90 @@
+"""Bolt wiring only: the `App`, its Web API client and its listeners (registered in `bot.listeners`).
+
+Every Web API call goes to `SLACK_API_URL`. Request signatures are always verified in HTTP mode (Bolt's
+`RequestVerification`: unsigned, badly signed or stale requests get 401 before any listener runs).
+Listeners run in the request thread (`process_before_response=True`): a fast command is answered in its ack,
+and everything that may be slow (summaries through an API, the share button, App Home) runs as a lazy
+listener on `executor`, which `bot.server` drains on shutdown.
+"""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
+
+from slack_bolt import App
+from slack_sdk import WebClient
+
+from bot.config import Settings
+
+if TYPE_CHECKING:
+    from bot.commands import Services
+    from bot.store import Store
+    from bot.summarize import Summarizer
+
+log = logging.getLogger("bot.app")
+
+LAZY_WORKERS = 8
+
+
+def web_client(settings: Settings) -> WebClient:
+    """The bot's Web API client, pointed at SLACK_API_URL."""
+    return WebClient(token=settings.slack_bot_token, base_url=settings.slack_api_url, timeout=10)
+
+
+def build_app(
+    settings: Settings,
+    store: Store,
+    *,
+    client: WebClient | None = None,
+    executor: ThreadPoolExecutor | None = None,
+    services: Services | None = None,
+) -> App:
+    """The Bolt app with every listener registered. `services` (a `bot.commands.Services`) is built from
+    the other arguments unless given."""
+    from bot import listeners
+
+    client = client or web_client(settings)
+    bolt_log = logging.getLogger("slack_bolt")
+    level = bolt_log.level
+    # Bolt also reads SLACK_BOT_TOKEN from the environment and warns that `client` wins over it; it does.
+    bolt_log.setLevel(logging.ERROR)
+    try:
+        app = _app(settings, client, executor, bolt_log)
+    finally:
+        bolt_log.setLevel(level)
+    listeners.register(app, services if services is not None else make_services(settings, store, client))
+    return app
+
+
+def _app(
+    settings: Settings, client: WebClient, executor: ThreadPoolExecutor | None, logger: logging.Logger
+) -> App:
+    return App(
+        client=client,
+        signing_secret=settings.slack_signing_secret or "",
+        # No auth.test at start: the first event resolves the bot user lazily, so `serve` starts offline
+        # and fast; a bad token shows on the first request instead.
+        token_verification_enabled=False,
+        process_before_response=True,
+        listener_executor=executor or ThreadPoolExecutor(max_workers=LAZY_WORKERS, thread_name_prefix="lazy"),
+        logger=logger,
+        name="mlresearch-bot",
+    )
+
+
+def make_services(settings: Settings, store: Store, client: WebClient | None) -> Services:
+    """The dependencies the command handlers get."""
+    from bot.commands import Services
+
+    return Services(store=store, settings=settings, slack=client, summarizer=make_summarizer(settings))
+
+
+def make_summarizer(settings: Settings) -> Summarizer | None:
+    """A Summarizer for the configured endpoint, or None (extractive summaries)."""
+    if not settings.summary_enabled:
+        return None
+    from bot.summarize import Summarizer
+
+    return Summarizer.from_settings(settings)

@@ -1,0 +1,284 @@
+"""`/mlresearch` text -> one handler per subcommand -> a `Reply` (Block Kit). Independent of Bolt: the app and
+the shell call the same `handle`.
+
+    handle(Invocation("search captioning", team_id="T1", channel_id="C1", user_id="U1"), services) -> Reply
+
+`handle` never raises: bad input gets a one-line answer and changes nothing; a store or Slack failure gets a
+one-line apology (and a log line), never a trace. Search, latest and summarize replies carry a "Share in
+channel" button whose value is the command text; `shared(value, ...)` rebuilds that reply to post visibly.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from slack_sdk.errors import SlackApiError
+
+from bot import views
+from bot.blocks import escape
+from bot.config import Settings
+from bot.highlight import matcher_for_text
+from bot.match import split_keywords
+from bot.search import SearchError, parse_query
+from bot.store import Store, StoreError
+from bot.summarize import Summarizer
+from bot.views import SHARE_ACTION_ID, Blocks
+
+log = logging.getLogger("bot.commands")
+
+SEARCH_RESULTS = 5
+LATEST_DEFAULT = 5
+LATEST_MAX = 20
+SHAREABLE = ("search", "latest", "summarize")
+C = views.COMMAND
+
+__all__ = ["SHARE_ACTION_ID", "Invocation", "Reply", "Services", "handle", "is_slow", "shared"]
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """What a slash command carries."""
+
+    text: str
+    team_id: str
+    channel_id: str
+    user_id: str
+    channel_name: str | None = None
+    response_url: str | None = None
+
+
+@dataclass(frozen=True)
+class Reply:
+    text: str  # plain-text fallback (escaped feed text)
+    blocks: list[dict[str, Any]] = field(default_factory=list)
+    share_value: str | None = None  # when set, `blocks` end with the "Share in channel" button
+
+
+@dataclass
+class Services:
+    store: Store
+    settings: Settings
+    slack: Any = None  # a slack_sdk.WebClient, for conversations.info
+    summarizer: Summarizer | None = None  # None: extractive summaries only
+
+
+def line(message: str) -> Reply:
+    """A one-line answer; `message` is mrkdwn the caller has already escaped."""
+    return Reply(*views.one_line(message))
+
+
+def split(text: str) -> tuple[str, str]:
+    """(subcommand word in lower case, the rest), accepting a leading `/mlresearch`."""
+    text = " ".join(text.split())
+    if text.lower().startswith(C + " ") or text.lower() == C:
+        text = text[len(C) :].strip()
+    word, _, rest = text.partition(" ")
+    return word.lower(), rest.strip()
+
+
+def handle(inv: Invocation, services: Services) -> Reply:
+    """The reply to one `/mlresearch` invocation. Never raises."""
+    return _answer(inv, services, shared_by=None)
+
+
+def shared(value: str, user_id: str, services: Services, team_id: str, channel_id: str) -> Reply:
+    """The content of a shared reply (from its button's `value`), to post visibly: no share button, and a
+    "shared by" line."""
+    word, _rest = split(value)
+    if word not in SHAREABLE:
+        return line("That reply can't be shared.")
+    inv = Invocation(text=value, team_id=team_id, channel_id=channel_id, user_id=user_id)
+    return _answer(inv, services, shared_by=user_id)
+
+
+def is_slow(inv: Invocation, services: Services) -> bool:
+    """True when the answer may take more than a couple of seconds (a summary from a model)."""
+    word, _rest = split(inv.text)
+    return word == "summarize" and services.summarizer is not None and services.summarizer.abstractive
+
+
+def _answer(inv: Invocation, services: Services, shared_by: str | None) -> Reply:
+    word, rest = split(inv.text)
+    log.info("event=command name=%s team=%s channel=%s chars=%d", word[:20] or "help", inv.team_id[:20],
+             inv.channel_id[:20], len(inv.text))
+    try:
+        handler = HANDLERS.get(word or "help")
+        if handler is None:
+            return Reply(*views.usage_reply(word))
+        reply = handler(rest, inv, services)
+    except SearchError as exc:
+        return line(escape(" ".join(str(exc).split())))
+    except StoreError as exc:
+        log.error("event=command_failed name=%s error=%r", word[:20], str(exc))
+        return line("I can't reach the archive right now; nothing was changed. Try again in a minute.")
+    except Exception:  # noqa: BLE001 - a user never sees a trace
+        log.exception("event=command_crashed name=%s", word[:20])
+        return line("Something went wrong on my side; nothing was changed. Try again in a minute.")
+    if reply.share_value is None:
+        return reply
+    if shared_by is not None:
+        blocks = [*reply.blocks, views.context(f"Shared by {views.user_ref(shared_by)}")]
+        return Reply(reply.text, blocks, None)
+    value = f"{word} {rest}".strip()[: views.SHARE_VALUE_LIMIT]
+    return Reply(reply.text, [*reply.blocks, views.share_button(value)], value)
+
+
+def _shareable(message: tuple[str, Blocks]) -> Reply:
+    """Content worth sharing, marked by an empty `share_value`: `_answer` fills it in and adds the button (or,
+    when the reply is being shared, the "shared by" line)."""
+    return Reply(message[0], message[1], share_value="")
+
+
+# --- handlers (rest, invocation, services) -> Reply --------------------------------------------------------
+
+
+def cmd_help(rest: str, inv: Invocation, services: Services) -> Reply:
+    return Reply(*views.help_reply())
+
+
+def cmd_search(rest: str, inv: Invocation, services: Services) -> Reply:
+    if not rest:
+        return line(f"Usage: `{C} search &lt;terms&gt;`, e.g. `{C} search image captioning type:paper`.")
+    query = parse_query(rest)
+    hits = services.store.search(
+        query.terms, prefix_last=query.prefix_last, limit=SEARCH_RESULTS + 1, filters=query.filters
+    )
+    if not hits:
+        return Reply(*views.no_results(rest))
+    shown = hits[:SEARCH_RESULTS]
+    summaries = " ".join(h.item.summary for h in shown)
+    matcher = matcher_for_text(summaries, query.terms, prefix_last=query.prefix_last)
+    return _shareable(views.search_reply(rest, shown, matcher, more=len(hits) > SEARCH_RESULTS))
+
+
+def cmd_latest(rest: str, inv: Invocation, services: Services) -> Reply:
+    usage = f"Usage: `{C} latest [n]`, where n is a number from 1 to {LATEST_MAX} (default {LATEST_DEFAULT})."
+    if not rest:
+        n = LATEST_DEFAULT
+    elif rest.isdigit() and len(rest) <= 6 and int(rest) >= 1:
+        n = int(rest)
+    else:
+        return line(usage)
+    note = f"at most {LATEST_MAX} at a time" if n > LATEST_MAX else ""
+    items = services.store.latest(min(n, LATEST_MAX))
+    if not items:
+        return Reply(*views.latest_reply(items))
+    return _shareable(views.latest_reply(items, note))
+
+
+def cmd_summarize(rest: str, inv: Invocation, services: Services) -> Reply:
+    if not rest:
+        return line(f"Usage: `{C} summarize &lt;topic&gt;`, e.g. `{C} summarize diffusion models`.")
+    summarizer = services.summarizer or Summarizer()
+    summary = summarizer.summarize(services.store, rest)
+    if summary is None:
+        return Reply(*views.no_summary(rest))
+    return _shareable(views.summary_reply(summary))
+
+
+def cmd_subscribe(rest: str, inv: Invocation, services: Services) -> Reply:
+    if _is_dm(inv):
+        return line(
+            "I can't post new items into a direct message. Run `/mlresearch subscribe` in the channel where "
+            "they should appear."
+        )
+    keywords = split_keywords(rest)
+    if rest and not keywords:
+        return line(
+            f"I found no words to filter on in {views.quoted(rest, 40)}; nothing was changed. Keywords are "
+            f'words or "quoted phrases", e.g. `{C} subscribe privacy "speech recognition"`.'
+        )
+    problem = _cannot_post(inv, services)
+    if problem:
+        return line(problem)
+    sub, created = services.store.subscribe(inv.team_id, inv.channel_id, inv.user_id, keywords)
+    where = views.channel_ref(inv.channel_id)
+    what = views.keywords_text(sub.keywords)
+    if created:
+        message = f"Subscribed {where}: I'll post {what} here. Items already archived aren't reposted."
+    else:
+        message = f"Updated {where}'s subscription: I'll post {what} here."
+    change = f"Change it with `{C} subscribe &lt;keywords…&gt;`, stop with `{C} unsubscribe`."
+    return line(f"{message} {change}")
+
+
+def cmd_unsubscribe(rest: str, inv: Invocation, services: Services) -> Reply:
+    if rest:
+        return line(
+            f"`{C} unsubscribe` takes no words; nothing was changed. To change the keywords instead, run "
+            f"`{C} subscribe` with the new list."
+        )
+    where = views.channel_ref(inv.channel_id)
+    if services.store.unsubscribe(inv.team_id, inv.channel_id):
+        return line(f"Unsubscribed {where}: no more new items will be posted here.")
+    where = "This channel" if where == "this channel" else where
+    return line(f"{where} isn't subscribed; there was nothing to stop.")
+
+
+def cmd_status(rest: str, inv: Invocation, services: Services) -> Reply:
+    store = services.store
+    newest = store.latest(1)
+    summarizer = services.summarizer
+    if summarizer is not None and summarizer.abstractive:
+        summaries = f"written by `{escape(summarizer.model[:60])}`, extractive if it fails or is slow"
+    else:
+        summaries = "extractive (quoted from the abstracts, offline)"
+    return Reply(
+        *views.status_reply(
+            store.latest_feed_state(),
+            store.count_items(),
+            newest[0] if newest else None,
+            store.get_subscription(inv.team_id, inv.channel_id),
+            inv.channel_id,
+            store.workspace_disabled(inv.team_id),
+            summaries,
+        )
+    )
+
+
+HANDLERS: dict[str, Callable[[str, Invocation, Services], Reply]] = {
+    "help": cmd_help,
+    "search": cmd_search,
+    "latest": cmd_latest,
+    "summarize": cmd_summarize,
+    "subscribe": cmd_subscribe,
+    "unsubscribe": cmd_unsubscribe,
+    "status": cmd_status,
+}
+
+
+def _is_dm(inv: Invocation) -> bool:
+    return inv.channel_id.startswith("D") or inv.channel_name == "directmessage"
+
+
+def _cannot_post(inv: Invocation, services: Services) -> str | None:
+    """Why the bot could not post in this channel (a private channel it isn't in), or None."""
+    invite = (
+        "I'm not a member of this private channel, so I couldn't post here; nothing was changed. Invite me "
+        "first (type `/invite @` and my name, or mention me and choose Invite), then run "
+        f"`{C} subscribe` again."
+    )
+    if inv.channel_name == "privategroup":
+        return invite
+    if services.slack is None:
+        return None
+    try:
+        info = services.slack.conversations_info(channel=inv.channel_id)
+    except SlackApiError as exc:
+        error = exc.response.get("error") if exc.response is not None else None
+        if error in ("channel_not_found", "not_in_channel"):
+            return invite
+        log.warning("event=conversations_info_failed error=%s", error)
+        return None
+    except Exception as exc:  # noqa: BLE001 - the check is advisory; delivery handles what it misses
+        log.warning("event=conversations_info_failed error=%r", str(exc)[:200])
+        return None
+    channel = info.get("channel") or {}
+    if channel.get("is_archived"):
+        return "This channel is archived, so I can't post here; nothing was changed."
+    if channel.get("is_private") and channel.get("is_member") is False:
+        return invite
+    return None

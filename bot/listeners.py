@@ -1,0 +1,224 @@
+"""Every Bolt listener, registered in one place (`register`). Listeners are plain functions over
+`bot.commands` and the store; Bolt injects their arguments by name.
+
+- `/mlresearch`: a fast command is answered in its ack (ephemeral); a slow one (`commands.is_slow`) is acked
+  at once and answered through `response_url` by a lazy listener.
+- The "Share in channel" button re-posts the same content visibly through `response_url`, then deletes the
+  ephemeral original.
+- App Home: `app_home_opened` publishes `views.home_view`.
+- Lifecycle: uninstall and token revocation forget the workspace; an archived or left channel is paused, a
+  deleted one unsubscribed, so the bot never posts where it is no longer welcome.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from slack_bolt import Ack, App, Respond
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
+
+log = logging.getLogger("bot.listeners")
+
+COMMAND = "/mlresearch"
+SHARE_ACTION_ID = "share_reply"  # == bot.commands.SHARE_ACTION_ID (checked in the tests)
+WORKING = "Working on it… the answer will appear here in a moment."
+SORRY = "Sorry, something went wrong on our side; please try again in a minute."
+
+
+def register(app: App, services: Any) -> None:
+    """Attach every listener to `app`. `services` is a `bot.commands.Services`."""
+    listeners = _Listeners(services)
+    # Bolt runs the first listener that matches: slow commands get the lazy pair, the rest are answered in
+    # the ack with no lazy hand-off (no request copy, no extra thread) on the hot path.
+    app.command(COMMAND, matchers=[listeners.is_slow])(ack=listeners.command_deferred,
+                                                        lazy=[listeners.command_lazy])
+    app.command(COMMAND)(listeners.command_fast)
+    app.action(SHARE_ACTION_ID)(ack=_ack, lazy=[listeners.share])
+    app.event("app_home_opened")(ack=_ack, lazy=[listeners.home])
+    app.event("app_uninstalled")(listeners.uninstalled)
+    app.event("tokens_revoked")(listeners.tokens_revoked)
+    for name in ("channel_archived", "group_archived"):
+        app.event(name)(listeners.archived)
+    for name in ("channel_deleted", "group_deleted"):
+        app.event(name)(listeners.deleted)
+    for name in ("channel_left", "group_left"):
+        app.event(name)(listeners.left)
+    app.event("member_left_channel")(listeners.member_left)
+    app.error(_on_error)
+
+
+def _ack(ack: Ack) -> None:
+    ack()
+
+
+def _on_error(error: Exception, body: dict[str, Any]) -> None:
+    kind = body.get("type") or body.get("command") or "?"
+    log.error("event=listener_error request=%s error=%s: %s", kind, type(error).__name__, _one_line(error))
+
+
+def _one_line(error: object, limit: int = 200) -> str:
+    return " ".join(str(error).split())[:limit]
+
+
+class _Listeners:
+    def __init__(self, services: Any) -> None:
+        self.services = services
+
+    # /mlresearch ------------------------------------------------------------------------------------
+
+    def is_slow(self, body: dict[str, Any]) -> bool:
+        from bot import commands
+
+        return commands.is_slow(_invocation(body), self.services)
+
+    def command_deferred(self, ack: Ack, body: dict[str, Any]) -> None:
+        ack(response_type="ephemeral", text=WORKING)
+        _log_command(_invocation(body), "deferred", time.perf_counter())
+
+    def command_fast(self, ack: Ack, body: dict[str, Any]) -> None:
+        from bot import commands
+
+        started = time.perf_counter()
+        inv = _invocation(body)
+        try:
+            reply = commands.handle(inv, self.services)
+        except Exception as exc:  # noqa: BLE001 - handle() should not raise; if it does, one line for the user
+            log.error("event=command_error error=%s: %s", type(exc).__name__, _one_line(exc))
+            ack(response_type="ephemeral", text=SORRY)
+            return
+        ack(response_type="ephemeral", text=reply.text, blocks=reply.blocks)
+        _log_command(inv, "answered", started)
+
+    def command_lazy(self, body: dict[str, Any], respond: Respond) -> None:
+        from bot import commands
+
+        inv = _invocation(body)
+        started = time.perf_counter()
+        try:
+            reply = commands.handle(inv, self.services)
+        except Exception as exc:  # noqa: BLE001 - handle() should not raise; if it does, one line for the user
+            log.error("event=command_error error=%s: %s", type(exc).__name__, _one_line(exc))
+            respond(response_type="ephemeral", replace_original=True, text=SORRY)
+            return
+        answer = respond(response_type="ephemeral", replace_original=True, text=reply.text,
+                         blocks=reply.blocks)
+        if answer.status_code != 200:  # the "working" note could not be replaced: answer beside it
+            answer = respond(response_type="ephemeral", text=reply.text, blocks=reply.blocks)
+        outcome = "responded" if answer.status_code == 200 else f"respond_failed:{answer.status_code}"
+        _log_command(inv, outcome, started)
+
+    # the share button -------------------------------------------------------------------------------
+
+    def share(self, body: dict[str, Any], respond: Respond | None, client: WebClient) -> None:
+        """Post the shared content visibly through response_url and delete the ephemeral original; when the
+        response_url no longer works (it expires after 30 minutes), post as the bot instead."""
+        from bot import commands
+
+        action = (body.get("actions") or [{}])[0]
+        user_id = str((body.get("user") or {}).get("id") or "")
+        team_id = str((body.get("team") or {}).get("id") or (body.get("user") or {}).get("team_id") or "")
+        channel_id = str((body.get("channel") or {}).get("id") or "")
+        reply = commands.shared(str(action.get("value") or ""), user_id, self.services, team_id, channel_id)
+        where = f"team={team_id} channel={channel_id} user={user_id}"
+        if respond is not None and _respond_ok(respond, response_type="in_channel", replace_original=False,
+                                               text=reply.text, blocks=reply.blocks):
+            _respond_ok(respond, delete_original=True)
+            log.info("event=shared %s via=response_url", where)
+            return
+        try:
+            client.chat_postMessage(channel=channel_id, text=reply.text, blocks=reply.blocks,
+                                    unfurl_links=False, unfurl_media=False)
+            log.info("event=shared %s via=chat.postMessage", where)
+        except SlackApiError as exc:
+            error = str(exc.response.get("error") or "unknown_error")
+            log.warning("event=share_failed %s error=%s", where, error)
+            invite = error in ("not_in_channel", "channel_not_found")
+            hint = " (invite me to this channel first)" if invite else ""
+            client.chat_postEphemeral(channel=channel_id, user=user_id,
+                                      text=f"Sorry, I couldn't share that here: {error}{hint}.")
+
+    # App Home ---------------------------------------------------------------------------------------
+
+    def home(self, event: dict[str, Any], body: dict[str, Any], client: WebClient) -> None:
+        from bot import views
+
+        if event.get("tab", "home") != "home":
+            return
+        team_id = body.get("team_id") or ""
+        client.views_publish(user_id=event["user"], view=views.home_view(self.services.store, team_id))
+        log.info("event=home_published team=%s user=%s", team_id, event["user"])
+
+    # lifecycle --------------------------------------------------------------------------------------
+
+    def uninstalled(self, body: dict[str, Any]) -> None:
+        team_id = body.get("team_id") or ""
+        self.services.store.forget_workspace(team_id)
+        log.info("event=workspace_forgotten team=%s reason=app_uninstalled", team_id)
+
+    def tokens_revoked(self, event: dict[str, Any], body: dict[str, Any]) -> None:
+        if not (event.get("tokens") or {}).get("bot"):
+            return  # only user tokens went away; the bot token still works
+        team_id = body.get("team_id") or ""
+        self.services.store.forget_workspace(team_id)
+        log.info("event=workspace_forgotten team=%s reason=tokens_revoked", team_id)
+
+    def archived(self, event: dict[str, Any], body: dict[str, Any]) -> None:
+        self._pause(body, _channel(event), "channel archived")
+
+    def left(self, event: dict[str, Any], body: dict[str, Any]) -> None:
+        self._pause(body, _channel(event), "bot removed from channel")
+
+    def member_left(self, event: dict[str, Any], body: dict[str, Any], context: dict[str, Any]) -> None:
+        if event.get("user") and event.get("user") == context.get("bot_user_id"):
+            self._pause(body, _channel(event), "bot removed from channel")
+
+    def deleted(self, event: dict[str, Any], body: dict[str, Any]) -> None:
+        team_id, channel_id = body.get("team_id") or "", _channel(event)
+        if channel_id and self.services.store.unsubscribe(team_id, channel_id):
+            log.info("event=unsubscribed team=%s channel=%s reason=channel_deleted", team_id, channel_id)
+
+    def _pause(self, body: dict[str, Any], channel_id: str, reason: str) -> None:
+        team_id = body.get("team_id") or ""
+        store = self.services.store
+        if channel_id and store.get_subscription(team_id, channel_id) is not None:
+            store.pause_subscription(team_id, channel_id, reason)
+            log.info("event=paused team=%s channel=%s reason=%r", team_id, channel_id, reason)
+
+
+def _channel(event: dict[str, Any]) -> str:
+    channel = event.get("channel")
+    if isinstance(channel, dict):  # some events carry a channel object
+        return str(channel.get("id") or "")
+    return str(channel or "")
+
+
+def _invocation(body: dict[str, Any]) -> Any:
+    from bot.commands import Invocation
+
+    return Invocation(
+        text=str(body.get("text") or ""),
+        team_id=str(body.get("team_id") or ""),
+        channel_id=str(body.get("channel_id") or ""),
+        user_id=str(body.get("user_id") or ""),
+        channel_name=body.get("channel_name"),
+        response_url=body.get("response_url"),
+    )
+
+
+def _respond_ok(respond: Respond, **message: Any) -> bool:
+    try:
+        return respond(**message).status_code == 200
+    except OSError as exc:  # the response_url could not be reached
+        log.warning("event=respond_failed error=%s", type(exc).__name__)
+        return False
+
+
+def _log_command(inv: Any, outcome: str, started: float) -> None:
+    words = inv.text.split()
+    sub = words[0].lower()[:20] if words else "help"
+    log.info("event=slack_command outcome=%s sub=%s team=%s channel=%s user=%s ms=%.1f", outcome,
+             sub if sub.isalnum() else "?", inv.team_id, inv.channel_id, inv.user_id,
+             (time.perf_counter() - started) * 1000)

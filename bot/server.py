@@ -1,0 +1,228 @@
+"""`serve`: the Bolt app behind waitress (Bolt's WSGI adapter) or over Socket Mode, and the in-process poller.
+
+HTTP routes: `POST /slack/events` (commands, events, interactivity; Bolt verifies every signature and answers
+401 to unsigned, badly signed or stale requests), `GET /healthz` (JSON), anything else 404. In Socket Mode,
+`/healthz` is still served on $PORT and `/slack/events` is not.
+
+SIGTERM or SIGINT stops the server: it stops accepting and finishes the requests in flight (up to 5 s),
+the poller finishes its cycle (deliveries not yet posted stay pending), lazy listeners drain, and `serve`
+returns 0, all well within Heroku's 30 s.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from bot.config import Settings
+from bot.store import Store, StoreError, iso
+
+if TYPE_CHECKING:
+    from bot.poller import Poller
+
+log = logging.getLogger("bot.server")
+
+EVENTS_PATH = "/slack/events"
+HEALTH_PATH = "/healthz"
+HTTP_THREADS = 8
+MAX_BODY = 1024 * 1024  # Slack's payloads are a few KB
+POLLER_STOP_SECONDS = 20.0
+LAZY_DRAIN_SECONDS = 3.0
+HTTP_GRACE_SECONDS = 5.0
+
+StartResponse = Callable[..., Any]
+WsgiApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
+
+
+class ServeError(Exception):
+    """`serve` could not start; the message is one line for the operator."""
+
+
+def health(store: Store) -> tuple[int, dict[str, Any]]:
+    """The /healthz answer: 200 and the counts, or 503 when the database cannot be read."""
+    try:
+        state = store.latest_feed_state()
+        return 200, {
+            "status": "ok",
+            "items": store.count_items(),
+            "subscriptions": store.count_subscriptions(),
+            "last_poll": iso(state.last_poll) if state else None,
+            "feed_ok": bool(state and state.ok),
+        }
+    except StoreError as exc:
+        log.error("event=health_failed error=%s", " ".join(str(exc).split())[:200])
+        return 503, {"status": "error", "error": "database unavailable"}
+
+
+class Router:
+    """The WSGI application: Slack's Request URL to Bolt, /healthz, and 404 for everything else."""
+
+    def __init__(self, slack: WsgiApp | None, store: Store) -> None:
+        self.slack = slack
+        self.store = store
+
+    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO") or "/"
+        method = environ.get("REQUEST_METHOD", "GET")
+        if path == EVENTS_PATH and self.slack is not None:
+            if method != "POST":
+                return _json(start_response, 405, {"error": "method not allowed"}, [("Allow", "POST")])
+            return self.slack(environ, start_response)
+        if path == HEALTH_PATH:
+            if method not in ("GET", "HEAD"):
+                return _json(start_response, 405, {"error": "method not allowed"}, [("Allow", "GET, HEAD")])
+            status, body = health(self.store)
+            return _json(start_response, status, body, head=method == "HEAD")
+        return _json(start_response, 404, {"error": "not found"})
+
+
+_REASONS = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}
+
+
+def _json(start_response: StartResponse, status: int, body: dict[str, Any],
+          extra: list[tuple[str, str]] | None = None, head: bool = False) -> list[bytes]:
+    data = json.dumps(body).encode()
+    headers = [("Content-Type", "application/json"), ("Content-Length", str(len(data))),
+               ("Cache-Control", "no-store"), *(extra or [])]
+    start_response(f"{status} {_REASONS.get(status, '')}".strip(), headers)
+    return [] if head else [data]
+
+
+def create_http_server(wsgi: WsgiApp, port: int, host: str = "0.0.0.0") -> Any:
+    """A bound (not yet running) waitress server; `.effective_port` is the port it listens on."""
+    from waitress import create_server
+
+    return create_server(wsgi, host=host, port=port, threads=HTTP_THREADS, ident="mlresearch-bot",
+                         max_request_body_size=MAX_BODY, clear_untrusted_proxy_headers=True)
+
+
+def start_poller(settings: Settings, store: Store) -> Poller | None:
+    """The in-process poller (every POLL_INTERVAL seconds, with jitter), or None when POLL_INTERVAL=0."""
+    if settings.poll_interval == 0:
+        log.info("event=poller_disabled reason=POLL_INTERVAL=0")
+        return None
+    from bot import feed, research_index
+    from bot.poller import Poller
+
+    enrich = research_index.enricher(research_index.index_url_for(settings.feed_url))  # as `poll` does
+    poller = Poller(store, feed.make_client(), settings.feed_url, settings.poll_interval,
+                    deliver=_deliverer(settings), enrich=enrich)
+    poller.start()
+    log.info("event=poller_started interval=%d", settings.poll_interval)
+    return poller
+
+
+def _start_poller_into(pollers: list[Poller | None], settings: Settings, store: Store) -> None:
+    try:
+        pollers.append(start_poller(settings, store))
+    except Exception:  # noqa: BLE001 - serving goes on without the poller; the log says why
+        log.exception("event=poller_failed_to_start")
+
+
+def _deliverer(settings: Settings) -> Any:
+    try:
+        from bot import deliver
+    except ImportError:  # delivery not built: items queue in the ledger
+        return None
+    return deliver.from_settings(settings)
+
+
+def serve(settings: Settings) -> int:
+    """Run until SIGTERM/SIGINT; 0 on a clean stop. Raises ServeError when it cannot start."""
+    from bot.app import build_app
+
+    store = Store.from_url(settings.database_url)
+    store.migrate()
+    executor = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lazy")
+    app = build_app(settings, store, executor=executor)
+    socket_mode = settings.slack_app_token is not None
+    if socket_mode:
+        slack: WsgiApp | None = None
+    else:
+        from slack_bolt.adapter.wsgi import SlackRequestHandler
+
+        slack = SlackRequestHandler(app, path=EVENTS_PATH)
+    try:
+        server = create_http_server(Router(slack, store), settings.port)
+    except OSError as exc:
+        raise ServeError(f"cannot listen on port {settings.port}: {exc.strerror or exc}") from None
+    socket_handler = _connect_socket_mode(app, settings) if socket_mode else None
+    pollers: list[Poller | None] = []
+    starter: threading.Thread | None = None
+    stopping = threading.Event()
+    _install_signal_handlers(stopping, server)
+    try:
+        log.info("event=listening mode=%s port=%s path=%s", "socket" if socket_mode else "http",
+                 server.effective_port, HEALTH_PATH if socket_mode else EVENTS_PATH)
+        # The poller (and the feed client it imports) starts beside the server, not before it.
+        starter = threading.Thread(target=_start_poller_into, args=(pollers, settings, store),
+                                   name="poller-start", daemon=True)
+        starter.start()
+        run_until(server, stopping)
+    finally:
+        if socket_handler is not None:
+            socket_handler.close()
+        if starter is not None:
+            starter.join(POLLER_STOP_SECONDS)
+        for poller in pollers:
+            if poller is not None:
+                poller.stop(timeout=POLLER_STOP_SECONDS)
+        drain = threading.Thread(target=executor.shutdown, kwargs={"wait": True, "cancel_futures": True},
+                                 daemon=True)
+        drain.start()
+        drain.join(LAZY_DRAIN_SECONDS)
+        log.info("event=stopped")
+    return 0
+
+
+def run_until(server: Any, stopping: threading.Event, grace: float = HTTP_GRACE_SECONDS) -> None:
+    """Serve until `stopping` is set, then stop accepting, let the requests in flight finish and their
+    answers reach the client (up to `grace` seconds), and close."""
+    from waitress import wasyncore
+
+    try:
+        while not stopping.is_set():
+            wasyncore.loop(timeout=1.0, map=server._map, count=1)
+        server.accepting = False  # readable() is now False: no new connections
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and _busy(server):
+            wasyncore.loop(timeout=0.05, map=server._map, count=1)
+    finally:
+        server.task_dispatcher.shutdown(cancel_pending=True, timeout=1)
+        server.close()
+
+
+def _busy(server: Any) -> bool:
+    return any(channel.requests or channel.total_outbufs_len
+               for channel in list(server.active_channels.values()))
+
+
+def _connect_socket_mode(app: Any, settings: Settings) -> Any:
+    from slack_bolt.adapter.socket_mode import SocketModeHandler
+    from slack_sdk.errors import SlackApiError
+
+    handler = SocketModeHandler(app, app_token=settings.slack_app_token, web_client=app.client)
+    try:
+        handler.connect()
+    except SlackApiError as exc:
+        error = exc.response.get("error")
+        raise ServeError(f"Socket Mode connection failed: {error} (check SLACK_APP_TOKEN)") from None
+    log.info("event=socket_mode_connected")
+    return handler
+
+
+def _install_signal_handlers(stopping: threading.Event, server: Any) -> None:
+    def on_signal(signum: int, _frame: object) -> None:
+        if not stopping.is_set():
+            log.info("event=stopping signal=%s", signal.Signals(signum).name)
+        stopping.set()
+        server.pull_trigger()  # wake the loop now rather than at its next timeout
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)

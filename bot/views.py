@@ -1,0 +1,294 @@
+"""Pure Block Kit builders for `/mlresearch` replies and the App Home.
+
+Every builder returns Block Kit as dicts (built with `slack_sdk.models.blocks`, which checks Slack's limits).
+Feed text, model text and user input are escaped (`blocks.escape`, `highlight.inert`) before reaching mrkdwn.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from slack_sdk.models.blocks import (
+    ActionsBlock,
+    ButtonElement,
+    ContextBlock,
+    DividerBlock,
+    HeaderBlock,
+    MarkdownTextObject,
+    PlainTextObject,
+    SectionBlock,
+)
+
+from bot.blocks import KIND_LABEL, cut, day, escape, format_authors, snippet, title_link
+from bot.feed import Item
+from bot.highlight import WordMatcher, highlighted_snippet
+from bot.store import FeedState, SearchHit, Subscription, utcnow
+from bot.summarize import Summary
+
+COMMAND = "/mlresearch"
+LIST_SNIPPET_CHARS = 200
+SHARE_ACTION_ID = "share_reply"
+SHARE_VALUE_LIMIT = 2000
+
+Blocks = list[dict[str, Any]]
+
+COMMANDS: tuple[tuple[str, str, str], ...] = (  # (usage, what it does, an example)
+    (
+        "search <terms>",
+        "search the archive; filter with since:YYYY-MM-DD, type:paper|update, author:Name",
+        "search image captioning since:2026-01-01",
+    ),
+    ("summarize <topic>", "what Apple's research says about a topic, with sources", "summarize diffusion"),
+    ("latest [n]", "the n newest items (default 5, at most 20)", "latest 10"),
+    (
+        "subscribe [keywords…]",
+        "post new items in this channel: all of them, or only those matching a keyword",
+        'subscribe privacy "speech recognition"',
+    ),
+    ("unsubscribe", "stop posting new items in this channel", "unsubscribe"),
+    ("status", "feed health and this channel's subscription", "status"),
+    ("help", "this message", "help"),
+)
+
+
+def section(text: str) -> dict[str, Any]:
+    return SectionBlock(text=MarkdownTextObject(text=cut(text, 3000))).to_dict()
+
+
+def context(text: str) -> dict[str, Any]:
+    return ContextBlock(elements=[MarkdownTextObject(text=cut(text, 2000))]).to_dict()
+
+
+def header(text: str) -> dict[str, Any]:
+    return HeaderBlock(text=PlainTextObject(text=cut(text, 150))).to_dict()
+
+
+def share_button(value: str) -> dict[str, Any]:
+    button = ButtonElement(
+        text=PlainTextObject(text="Share in channel"),
+        action_id=SHARE_ACTION_ID,
+        value=value[:SHARE_VALUE_LIMIT],
+    )
+    return ActionsBlock(elements=[button]).to_dict()
+
+
+def quoted(text: str, limit: int = 80) -> str:
+    """User input echoed back: one line, cut, escaped."""
+    return "“" + escape(cut(" ".join(text.split()), limit)) + "”"
+
+
+def channel_ref(channel_id: str) -> str:
+    return f"<#{channel_id}>" if re.fullmatch(r"[CG][A-Z0-9]{1,30}", channel_id) else "this channel"
+
+
+def user_ref(user_id: str) -> str:
+    return f"<@{user_id}>" if re.fullmatch(r"[UW][A-Z0-9]{1,30}", user_id) else "someone"
+
+
+def when(moment: datetime | None, now: datetime | None = None) -> str:
+    if moment is None:
+        return "never"
+    seconds = int(((now or utcnow()) - moment).total_seconds())
+    if seconds < 90:
+        ago = "just now"
+    elif seconds < 5400:
+        ago = f"{round(seconds / 60)} min ago"
+    elif seconds < 172800:
+        ago = f"{round(seconds / 3600)} h ago"
+    else:
+        ago = f"{seconds // 86400} days ago"
+    return f"{moment:%Y-%m-%d %H:%M} UTC ({ago})"
+
+
+def item_blocks(item: Item, text: str) -> Blocks:
+    """An item in a list: its title link, then kind · day, then `text` (already escaped mrkdwn)."""
+    body = f"*{title_link(item)}*" + (f"\n{text}" if text else "")
+    meta = f"{KIND_LABEL.get(item.kind, 'Paper')} · {day(item)}"
+    if item.authors:
+        meta += f" · {escape(cut(format_authors(item.authors), 200))}"
+    return [section(body), context(meta)]
+
+
+def list_snippet(item: Item) -> str:
+    return escape(snippet(item.summary, LIST_SNIPPET_CHARS)) if item.summary else ""
+
+
+def one_line(message: str) -> tuple[str, Blocks]:
+    """A short answer; `message` is mrkdwn the caller has already escaped."""
+    return message, [section(message)]
+
+
+# --- replies ---------------------------------------------------------------------------------------------
+
+
+def help_reply() -> tuple[str, Blocks]:
+    lines = [
+        f"• `{COMMAND} {escape(use)}`: {what}\n      e.g. `{COMMAND} {ex}`"
+        for use, what, ex in COMMANDS
+    ]
+    blocks = [
+        section(
+            "*Apple Machine Learning Research, in Slack.* I keep an archive of every paper and update Apple "
+            "publishes at machinelearning.apple.com, post new ones in the channels that subscribe, and "
+            "search and summarize the archive for you. Replies are only visible to you unless you share them."
+        ),
+        section("\n".join(lines)),
+    ]
+    return "How to use /mlresearch: " + ", ".join(escape(c[0]) for c in COMMANDS), blocks
+
+
+def usage_reply(word: str) -> tuple[str, Blocks]:
+    names = ", ".join(c[0].split()[0] for c in COMMANDS)
+    return one_line(f"I don't know {quoted(word, 30)}. Try `{COMMAND} help`; commands: {names}.")
+
+
+def search_reply(
+    text: str, hits: Sequence[SearchHit], matcher: WordMatcher, more: bool
+) -> tuple[str, Blocks]:
+    if not hits:
+        return no_results(text)
+    blocks: Blocks = [context(f"Results for {quoted(text)}" + (f" · the top {len(hits)}" if more else ""))]
+    for hit in hits:
+        blocks += item_blocks(hit.item, highlighted_snippet(hit.item.summary, matcher, 300))
+    titles = "; ".join(escape(cut(h.item.title, 100)) for h in hits)
+    return f"{len(hits)} result(s) for {quoted(text)}: {titles}", blocks
+
+
+def no_results(text: str) -> tuple[str, Blocks]:
+    message = (
+        f"No results for {quoted(text)}. Try fewer or broader words (e.g. `vision`, `privacy`, `speech`), "
+        f"check the spelling, drop a since:, type: or author: filter, or see `{COMMAND} latest`."
+    )
+    return one_line(message)
+
+
+def latest_reply(items: Sequence[Item], note: str = "") -> tuple[str, Blocks]:
+    if not items:
+        return one_line("The archive is empty: nothing has been fetched yet. Try again after the next poll.")
+    blocks: Blocks = [context(f"The {len(items)} newest item(s)" + (f" · {note}" if note else ""))]
+    for item in items:
+        blocks += item_blocks(item, list_snippet(item))
+    titles = "; ".join(escape(cut(i.title, 100)) for i in items)
+    return f"The {len(items)} newest: {titles}", blocks
+
+
+def citation(item: Item) -> str:
+    return title_link(item, 90) + f" ({day(item)})"
+
+
+def summary_reply(summary: Summary) -> tuple[str, Blocks]:
+    span = f"{summary.first_day:%Y-%m-%d}" if summary.first_day == summary.last_day else (
+        f"{summary.first_day:%Y-%m-%d} to {summary.last_day:%Y-%m-%d}"
+    )
+    how = (
+        "sentences quoted from the abstracts"
+        if summary.method == "extractive"
+        else f"written by {escape(cut(summary.model or 'a language model', 60))} from these items only"
+    )
+    blocks: Blocks = [section(f"*What Apple ML Research says about {quoted(summary.topic)}*")]
+    for bullet in summary.bullets:
+        sources = "; ".join(citation(summary.items[n - 1]) for n in bullet.sources)
+        blocks.append(section(f"• {escape(bullet.text)}\n      ↳ {sources}"))
+    blocks.append(context(f"{len(summary.items)} item(s), {span} · {how}"))
+    text = f"What Apple ML Research says about {quoted(summary.topic)}: " + " ".join(
+        escape(b.text) for b in summary.bullets
+    )
+    return cut(text, 3000), blocks
+
+
+def no_summary(topic: str) -> tuple[str, Blocks]:
+    return one_line(
+        f"Nothing in the archive is about {quoted(topic)}, so there is nothing to summarize. "
+        f"Try broader words, or `{COMMAND} search` to see what is there."
+    )
+
+
+def feed_lines(state: FeedState | None, count: int, newest: Item | None) -> list[str]:
+    if state is None:
+        lines = ["*Feed:* not polled yet"]
+    else:
+        health = "OK" if state.ok else ("failing" if state.error_streak else "waiting for a first success")
+        lines = [
+            f"*Feed:* {health} · last poll {when(state.last_poll)} · last success {when(state.last_success)}",
+        ]
+        if state.error_streak:
+            error = escape(cut(state.last_error or "unknown error", 300))
+            streak = state.error_streak
+            lines.append(f"*Errors:* {streak} in a row; last: {error} ({when(state.last_error_at)})")
+    lines.append(f"*Archive:* {count} item(s)" + (f" · newest: {citation(newest)}" if newest else ""))
+    return lines
+
+
+def subscription_line(sub: Subscription | None, channel_id: str, disabled: str | None = None) -> str:
+    where = channel_ref(channel_id)
+    if sub is None:
+        return f"*This channel:* not subscribed (`{COMMAND} subscribe` to get new items in {where})"
+    what = "every new item" if not sub.keywords else "items matching " + ", ".join(
+        f"`{escape(k)}`" for k in sub.keywords
+    )
+    line = f"*This channel:* subscribed to {what}"
+    if sub.paused:
+        line += f" · *paused*: {escape(cut(sub.paused_reason or 'unknown reason', 200))}"
+    if disabled:
+        line += f" · deliveries to this workspace are stopped: {escape(cut(disabled, 200))}"
+    return line
+
+
+def status_reply(
+    state: FeedState | None, count: int, newest: Item | None, sub: Subscription | None, channel_id: str,
+    disabled: str | None, summaries: str,
+) -> tuple[str, Blocks]:
+    lines = [*feed_lines(state, count, newest), subscription_line(sub, channel_id, disabled)]
+    lines.append(f"*Summaries:* {summaries}")
+    text = "Status: " + " · ".join(re.sub(r"[*`]", "", line) for line in lines[:2])
+    return text, [section("\n".join(lines))]
+
+
+def keywords_text(keywords: Sequence[str]) -> str:
+    if not keywords:
+        return "every new item (no keyword filter)"
+    return "only new items matching " + ", ".join(f"`{escape(k)}`" for k in keywords)
+
+
+# --- App Home --------------------------------------------------------------------------------------------
+
+
+def home_view(store: Any, team_id: str) -> dict[str, Any]:
+    """The App Home tab: latest items, this workspace's subscribed channels, feed health, how to use."""
+    latest = store.latest(5)
+    subs = store.subscriptions(team_id)
+    blocks: list[dict[str, Any]] = [
+        header("Apple Machine Learning Research"),
+        section("Every paper and update from machinelearning.apple.com, in Slack: search, summaries, and new "
+                "items posted in the channels that subscribe."),
+        DividerBlock().to_dict(),
+        header("Latest"),
+    ]
+    if latest:
+        for item in latest:
+            blocks += item_blocks(item, list_snippet(item))
+    else:
+        blocks.append(section("Nothing archived yet: the first items arrive with the first poll."))
+    blocks += [DividerBlock().to_dict(), header("Subscribed channels")]
+    if subs:
+        lines = []
+        for sub in subs[:40]:
+            line = f"• {channel_ref(sub.channel_id)}: {keywords_text(sub.keywords)}"
+            if sub.paused:
+                line += f" · *paused*: {escape(cut(sub.paused_reason or 'unknown reason', 120))}"
+            lines.append(line)
+        if len(subs) > 40:
+            lines.append(f"… and {len(subs) - 40} more")
+        blocks.append(section("\n".join(lines)))
+    else:
+        blocks.append(section(f"No channel here is subscribed yet. In a channel, type `{COMMAND} subscribe`"))
+    blocks += [DividerBlock().to_dict(), header("Feed health")]
+    newest = latest[0] if latest else None
+    blocks.append(section("\n".join(feed_lines(store.latest_feed_state(), store.count_items(), newest))))
+    blocks += [DividerBlock().to_dict(), header("How to use")]
+    blocks.append(section("\n".join(f"• `{COMMAND} {example}`: {what}" for _u, what, example in COMMANDS)))
+    return {"type": "home", "blocks": blocks}
+

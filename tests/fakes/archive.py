@@ -1,0 +1,39 @@
+"""A Store filled from the feed fixtures in tests/data, for command, summary, view and shell tests."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+from bot import feed
+from bot.feed import Item
+from bot.store import Store
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+RSS = DATA / "apple_ml_rss.xml"
+ARCHIVE = DATA / "apple_ml_archive.xml"
+
+
+def fixture_items(path: Path = ARCHIVE) -> list[Item]:
+    return feed.parse(path.read_bytes())
+
+
+def filled_store(directory: Path, path: Path = ARCHIVE, name: str = "bot.db") -> Store:
+    """A migrated store holding every item of the feed at `path` (ingested as the baseline poll)."""
+    store = Store(directory / name)
+    store.migrate()
+    store.ingest(str(path), fixture_items(path), feed.Validators(etag='"fixture"'))
+    return store
+
+
+def make_item(slug: str, title: str, summary: str, day: str = "2026-07-01", kind: str = "research") -> Item:
+    link = f"https://machinelearning.apple.com/{'research' if kind == 'research' else 'updates'}/{slug}"
+    return Item(
+        id=link,
+        guid=slug,
+        title=title,
+        link=link,
+        summary=summary,
+        published=datetime.fromisoformat(day).replace(tzinfo=UTC),
+        kind="research" if kind == "research" else "update",
+    )

@@ -1,0 +1,85 @@
+"""A local stand-in for an OpenAI-compatible chat-completions endpoint, on 127.0.0.1 (a random port).
+
+    with FakeOpenAI(content="- Point [1]") as api:
+        Summarizer(api.url, "key", "model").summarize(store, "topic")
+        api.requests  # [{"path", "headers", "body"}] as received
+
+Set `content` (the assistant message), `status` (an HTTP error instead), `raw` (a body sent as is), or
+`delay` (seconds to wait before answering) to script it; it answers every request the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+class FakeOpenAI:
+    def __init__(
+        self, content: str = "", *, status: int = 200, raw: bytes | None = None, delay: float = 0
+    ) -> None:
+        self.content = content
+        self.status = status
+        self.raw = raw
+        self.delay = delay
+        self.requests: list[dict[str, Any]] = []
+        self.released = threading.Event()  # set on exit, so a delayed answer stops waiting
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length)
+                fake.requests.append(
+                    {"path": self.path, "headers": dict(self.headers), "body": json.loads(body or b"{}")}
+                )
+                if fake.delay:
+                    fake.released.wait(fake.delay)
+                if fake.raw is not None:
+                    payload = fake.raw
+                elif fake.status != 200:
+                    payload = json.dumps({"error": {"message": "scripted failure"}}).encode()
+                else:
+                    payload = json.dumps(
+                        {
+                            "id": "chatcmpl-test",
+                            "object": "chat.completion",
+                            "created": int(time.time()),
+                            "model": "stand-in",
+                            "choices": [
+                                {
+                                    "index": 0,
+                                    "message": {"role": "assistant", "content": fake.content},
+                                    "finish_reason": "stop",
+                                }
+                            ],
+                        }
+                    ).encode()
+                try:
+                    self.send_response(fake.status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload)
+                except OSError:  # the client gave up (a timeout test)
+                    pass
+
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - keep test output quiet
+                return
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self._thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
+
+    def __enter__(self) -> FakeOpenAI:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.released.set()
+        self.server.shutdown()
+        self.server.server_close()

@@ -1,0 +1,121 @@
+"""A tiny local HTTP endpoint that records what is sent to it: Slack's `response_url`s in the app tests, and
+an OpenAI-compatible chat-completions stand-in (slow, if asked) for the summarize path.
+
+    with Recorder() as hooks:
+        url = hooks.url("/commands/1")              # use as a slash command's response_url
+        ...
+        hooks.wait_for(lambda r: len(r.requests) >= 1)
+        hooks.requests[0].json                      # what Bolt's respond() sent
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Received:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+    at: float
+
+    @property
+    def json(self) -> Any:
+        return json.loads(self.body or b"null")
+
+
+# A responder gets the request and returns (status, JSON answer).
+Responder = Callable[[Received], tuple[int, Any]]
+
+
+def ok_responder(_request: Received) -> tuple[int, Any]:
+    return 200, "ok"
+
+
+class Recorder:
+    def __init__(self, responder: Responder = ok_responder, *, delay: float = 0.0) -> None:
+        self.responder = responder
+        self.delay = delay
+        self.requests: list[Received] = []
+        self._cond = threading.Condition()
+        self._server: ThreadingHTTPServer | None = None
+
+    def start(self) -> Recorder:
+        server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        server.daemon_threads = True
+        server.recorder = self  # type: ignore[attr-defined]
+        self._server = server
+        threading.Thread(target=server.serve_forever, name="recorder", daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def __enter__(self) -> Recorder:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def url(self, path: str = "/") -> str:
+        assert self._server is not None, "start() first"
+        return f"http://127.0.0.1:{self._server.server_address[1]}{path}"
+
+    def to(self, path: str) -> list[Received]:
+        with self._cond:
+            return [r for r in self.requests if r.path == path]
+
+    def wait_for(self, predicate: Callable[[Recorder], bool], timeout: float = 10.0) -> bool:
+        with self._cond:
+            return self._cond.wait_for(lambda: predicate(self), timeout)
+
+    def _serve(self, handler: BaseHTTPRequestHandler) -> None:
+        length = int(handler.headers.get("Content-Length") or 0)
+        received = Received(handler.command, handler.path, dict(handler.headers.items()),
+                            handler.rfile.read(length) if length else b"", time.monotonic())
+        with self._cond:
+            self.requests.append(received)
+            self._cond.notify_all()
+        if self.delay:
+            time.sleep(self.delay)
+        status, answer = self.responder(received)
+        body = answer.encode() if isinstance(answer, str) else json.dumps(answer).encode()
+        handler.send_response(status)
+        handler.send_header("Content-Type", "text/plain" if isinstance(answer, str) else "application/json")
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: Any
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        self.server.recorder._serve(self)
+
+    do_GET = do_POST
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's signature
+        pass
+
+
+def chat_completion(content: str) -> Responder:
+    """A responder answering every request as an OpenAI-compatible chat completion with `content`."""
+
+    def respond(_request: Received) -> tuple[int, Any]:
+        return 200, {"id": "cmpl-test", "object": "chat.completion",
+                     "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                                  "finish_reason": "stop"}]}
+
+    return respond

@@ -1,0 +1,313 @@
+"""A local stand-in for the Slack Web API, spoken to by the real slack_sdk over loopback.
+
+    with FakeSlack(latency=0.05) as slack:          # or the `slack_api` pytest fixture
+        client = WebClient(token="xoxb-test", base_url=slack.url)
+        slack.fault("chat.postMessage", channel="C1", status=429, retry_after=1)
+        ...
+        slack.posts("C1")                            # what reached the channel, in order
+
+Methods: auth.test, chat.postMessage (kept per channel, with ts and metadata), conversations.history (newest
+first, `oldest`/`latest`/`limit`/`cursor`, metadata only with include_all_metadata). Add more with
+`slack.handlers["views.publish"] = fn` (fn(call) -> the JSON answer); every request, handled or not, is in
+`slack.calls`. Faults are scripted per method and channel: an HTTP status (429 with Retry-After, 500...),
+an `{"ok": false, "error": ...}` answer, a delay, or a dropped connection. `latency` delays every answer after
+the call has taken effect (a message is in the channel before its post returns), as a slow Slack would.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+JSON_FIELDS = ("blocks", "attachments", "metadata", "view")
+TEAM_ID = "T0FAKE"
+BOT_USER = "UFAKEBOT"
+BOT_ID = "BFAKEBOT"
+
+
+@dataclass
+class Call:
+    """One request as the fake saw it."""
+
+    method: str
+    params: dict[str, Any]
+    token: str | None
+    at: float  # time.monotonic() at arrival
+    status: int = 0
+    answer: dict[str, Any] | None = None
+    done_at: float | None = None  # time.monotonic() when the answer was ready to send
+
+    @property
+    def channel(self) -> str | None:
+        value = self.params.get("channel")
+        return str(value) if value is not None else None
+
+
+@dataclass
+class Fault:
+    """A scripted failure for `method` (or "*"), optionally for one `channel` only; `times=None`: always."""
+
+    method: str
+    channel: str | None = None
+    status: int = 200
+    error: str | None = None
+    retry_after: int | None = None
+    delay: float = 0.0
+    drop: bool = False
+    times: int | None = 1
+    after: bool = False  # the call takes effect first (a message is posted), then the fault is answered
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def matches(self, call: Call) -> bool:
+        return (
+            (self.times is None or self.times > 0)
+            and self.method in ("*", call.method)
+            and (self.channel is None or self.channel == call.channel)
+        )
+
+
+Handler = Callable[[Call], dict[str, Any]]
+
+
+class FakeSlack:
+    def __init__(self, *, latency: float = 0.0, team_id: str = TEAM_ID) -> None:
+        self.latency = latency
+        self.channel_latency: dict[str, float] = {}
+        self.team_id = team_id
+        self.calls: list[Call] = []
+        self.messages: dict[str, list[dict[str, Any]]] = {}
+        self.faults: list[Fault] = []
+        self.handlers: dict[str, Handler] = {
+            "auth.test": self._auth_test,
+            "chat.postMessage": self._post_message,
+            "conversations.history": self._history,
+        }
+        self._cond = threading.Condition()
+        self._last_ts = 0.0
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # lifecycle --------------------------------------------------------------------------------------
+
+    def start(self) -> FakeSlack:
+        server = ThreadingHTTPServer(("127.0.0.1", 0), _RequestHandler)
+        server.daemon_threads = True
+        server.fake = self  # type: ignore[attr-defined]
+        self._server = server
+        self._thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.02}, name="fake-slack", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def __enter__(self) -> FakeSlack:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        """The Web API base URL (SLACK_API_URL)."""
+        assert self._server is not None, "start() first"
+        return f"http://127.0.0.1:{self._server.server_address[1]}/api/"
+
+    # scripting --------------------------------------------------------------------------------------
+
+    def fault(
+        self,
+        method: str,
+        *,
+        channel: str | None = None,
+        status: int = 200,
+        error: str | None = None,
+        retry_after: int | None = None,
+        delay: float = 0.0,
+        drop: bool = False,
+        times: int | None = 1,
+        after: bool = False,
+        **extra: Any,
+    ) -> Fault:
+        """Script a failure; the first matching fault (in the order added) applies to a call."""
+        if status == 200 and error is None and not drop and not delay:
+            raise ValueError("a fault needs a status, an error, a delay or drop=True")
+        fault = Fault(method, channel, status, error, retry_after, delay, drop, times, after, dict(extra))
+        with self._cond:
+            self.faults.append(fault)
+        return fault
+
+    def add_message(self, channel: str, text: str = "", **fields: Any) -> dict[str, Any]:
+        """Put a message in a channel's history, as if someone had posted it."""
+        with self._cond:
+            message = {"type": "message", "ts": self._next_ts(), "text": text, **fields}
+            self.messages.setdefault(channel, []).append(message)
+            return message
+
+    # reading ----------------------------------------------------------------------------------------
+
+    def calls_to(self, method: str, channel: str | None = None) -> list[Call]:
+        with self._cond:
+            return [c for c in self.calls if c.method == method and (channel is None or c.channel == channel)]
+
+    def posts(self, channel: str | None = None) -> list[dict[str, Any]]:
+        """Messages chat.postMessage put in channels (all channels in post order, or one channel's)."""
+        with self._cond:
+            found = [m for ms in self.messages.values() for m in ms if m.get("posted_by_bot")]
+            if channel is not None:
+                found = [m for m in found if m["channel"] == channel]
+            return sorted(found, key=lambda m: float(m["ts"]))
+
+    def item_posts(self) -> Counter[tuple[str, str]]:
+        """How many times each (channel, item_id) was posted, read from the message metadata."""
+        counts: Counter[tuple[str, str]] = Counter()
+        for message in self.posts():
+            payload = (message.get("metadata") or {}).get("event_payload") or {}
+            counts[(message["channel"], str(payload.get("item_id")))] += 1
+        return counts
+
+    def wait_for(self, predicate: Callable[[FakeSlack], bool], timeout: float = 10.0) -> bool:
+        """Block until `predicate(self)` holds (checked after every request), or the timeout passes."""
+        with self._cond:
+            return self._cond.wait_for(lambda: predicate(self), timeout)
+
+    # the methods ------------------------------------------------------------------------------------
+
+    def _auth_test(self, call: Call) -> dict[str, Any]:
+        return {"ok": True, "url": "https://fake.slack.com/", "team": "Fake", "user": "mlresearch",
+                "team_id": self.team_id, "user_id": BOT_USER, "bot_id": BOT_ID}
+
+    def _post_message(self, call: Call) -> dict[str, Any]:
+        channel = call.channel
+        if not channel:
+            return {"ok": False, "error": "channel_not_found"}
+        if not call.params.get("text") and not call.params.get("blocks"):
+            return {"ok": False, "error": "no_text"}
+        with self._cond:
+            message = {
+                "type": "message", "ts": self._next_ts(), "channel": channel,
+                "user": BOT_USER, "bot_id": BOT_ID,
+                "text": call.params.get("text", ""), "blocks": call.params.get("blocks"),
+                "metadata": call.params.get("metadata"), "params": dict(call.params), "posted_by_bot": True,
+            }
+            self.messages.setdefault(channel, []).append(message)
+        return {"ok": True, "channel": channel, "ts": message["ts"],
+                "message": {k: message[k] for k in ("type", "ts", "text", "user", "bot_id")}}
+
+    def _history(self, call: Call) -> dict[str, Any]:
+        p = call.params
+        oldest, latest = float(p.get("oldest") or 0), float(p.get("latest") or 1e12)
+        limit = max(1, min(int(p.get("limit") or 100), 999))
+        offset = int(p.get("cursor") or 0)
+        with_metadata = str(p.get("include_all_metadata", "")).lower() in ("1", "true")
+        with self._cond:
+            channel = self.messages.get(str(p.get("channel")), [])
+            history = [m for m in channel if oldest < float(m["ts"]) < latest]
+        history.sort(key=lambda m: float(m["ts"]), reverse=True)
+        page = history[offset : offset + limit]
+        public = ("type", "ts", "text", "user", "bot_id", "blocks") + (("metadata",) if with_metadata else ())
+        more = offset + limit < len(history)
+        return {
+            "ok": True,
+            "messages": [{k: m[k] for k in public if m.get(k) is not None} for m in page],
+            "has_more": more,
+            "response_metadata": {"next_cursor": str(offset + limit) if more else ""},
+        }
+
+    # plumbing ---------------------------------------------------------------------------------------
+
+    def _next_ts(self) -> str:
+        self._last_ts = max(time.time(), self._last_ts + 0.000001)
+        return f"{self._last_ts:.6f}"
+
+    def _serve(self, request: _RequestHandler) -> None:
+        parts = urlsplit(request.path)
+        method = parts.path.rstrip("/").rsplit("/", 1)[-1]
+        params, token = _read_params(request, parts.query)
+        call = Call(method, params, token, time.monotonic())
+        with self._cond:
+            self.calls.append(call)
+            fault = next((f for f in self.faults if f.matches(call)), None)
+            if fault is not None and fault.times is not None:
+                fault.times -= 1
+            self._cond.notify_all()
+        status, answer, headers = 200, None, {}
+        if fault is not None and fault.after:
+            self._answer(call)
+        if fault is not None:
+            time.sleep(fault.delay)
+            if fault.drop:
+                request.close_connection = True
+                self._done(call, 0, None)
+                return
+            if fault.status != 200:
+                status = fault.status
+                answer = {"ok": False, "error": "ratelimited"} if status == 429 else None
+                if fault.retry_after is not None:
+                    headers["Retry-After"] = str(fault.retry_after)
+            elif fault.error:
+                answer = {"ok": False, "error": fault.error, **fault.extra}
+        if status == 200 and answer is None:
+            answer = self._answer(call)
+        delay = self.latency + self.channel_latency.get(call.channel or "", 0.0)
+        if delay:
+            time.sleep(delay)
+        body = json.dumps(answer).encode() if answer is not None else b"<html>upstream error</html>"
+        self._done(call, status, answer)
+        request.send_response(status)
+        request.send_header("Content-Type", "application/json; charset=utf-8" if answer else "text/html")
+        request.send_header("Content-Length", str(len(body)))
+        for name, value in headers.items():
+            request.send_header(name, value)
+        request.end_headers()
+        request.wfile.write(body)
+
+    def _answer(self, call: Call) -> dict[str, Any]:
+        handler = self.handlers.get(call.method)
+        return handler(call) if handler else {"ok": False, "error": "unknown_method"}
+
+    def _done(self, call: Call, status: int, answer: dict[str, Any] | None) -> None:
+        with self._cond:
+            call.status, call.answer, call.done_at = status, answer, time.monotonic()
+            self._cond.notify_all()
+
+
+def _read_params(request: BaseHTTPRequestHandler, query: str) -> tuple[dict[str, Any], str | None]:
+    length = int(request.headers.get("Content-Length") or 0)
+    raw = request.rfile.read(length) if length else b""
+    params: dict[str, Any] = dict(parse_qsl(query))
+    ctype = request.headers.get("Content-Type", "")
+    if "json" in ctype and raw:
+        params.update(json.loads(raw))
+    elif raw:
+        params.update(parse_qsl(raw.decode(), keep_blank_values=True))
+        for name in JSON_FIELDS:
+            if isinstance(params.get(name), str) and params[name][:1] in "[{":
+                params[name] = json.loads(params[name])
+    auth = request.headers.get("Authorization", "")
+    token = auth[len("Bearer ") :] if auth.startswith("Bearer ") else params.pop("token", None)
+    return params, token
+
+
+class _RequestHandler(BaseHTTPRequestHandler):
+    server: Any
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        self.server.fake._serve(self)
+
+    do_GET = do_POST
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's signature
+        pass

@@ -1,0 +1,154 @@
+"""Search over authors (issue 6): author: filters, authors in ranking, and the shortened author line."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from bot.blocks import format_authors
+from bot.feed import Item
+from bot.search import SearchError, parse_query, search
+from bot.store import Store
+
+
+def item(slug: str, title: str, summary: str, day: int, authors: tuple[str, ...]) -> Item:
+    link = f"https://machinelearning.apple.com/research/{slug}"
+    return Item(link, slug, title, link, summary, datetime(2026, 1, day, tzinfo=UTC), "research", authors)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    s = Store(tmp_path / "a.db")
+    s.migrate()
+    s.add_items(
+        [
+            item("a", "Diffusion for speech", "We study diffusion.", 1, ("Jane Doe", "Kim Lee")),
+            item("b", "Captioning at scale", "Image captioning with transformers.", 2, ("Kim Lee",)),
+            item("c", "Doe-like priors", "A prior named after nobody.", 3, ("Sam Roe",)),
+            item("d", "Sparse diffusion", "Sparse attention for diffusion.", 4, ("Jane Doe", "Sam Roe")),
+            item("e", "Unrelated", "Nothing to see.", 5, ("Doe Jane",)),
+        ]
+    )
+    return s
+
+
+def titles(hits: list) -> list[str]:  # type: ignore[type-arg]
+    return [h.item.title for h in hits]
+
+
+# --- parsing ---
+
+
+@pytest.mark.parametrize(
+    ("text", "terms", "authors"),
+    [
+        ('author:"Jane Doe"', (), ("Jane Doe",)),
+        ("author:Doe", (), ("Doe",)),
+        ('diffusion author:"Jane  Doe" speech', ("diffusion", "speech"), ("Jane Doe",)),
+        ("AUTHOR:“Jane Doe”", (), ("Jane Doe",)),  # Slack's smart quotes
+        ('author:"Jane Doe', (), ("Jane Doe",)),  # unterminated quote: the rest of the line
+        ('author:Doe authors:"Kim Lee" x', ("x",), ("Doe", "Kim Lee")),
+        ("author:Doe author:doe", (), ("Doe",)),
+        ("coauthor:Doe", ("coauthor", "doe"), ()),  # only a whole word is a filter
+    ],
+)
+def test_parse_author_filters(text: str, terms: tuple[str, ...], authors: tuple[str, ...]) -> None:
+    query = parse_query(text)
+    assert query.terms == terms and query.filters.authors == authors
+
+
+@pytest.mark.parametrize("text", ["author:", 'author:""', "author:!!!", 'author:"   "'])
+def test_an_author_filter_needs_a_name(text: str) -> None:
+    with pytest.raises(SearchError, match="author: needs a name"):
+        parse_query(text)
+
+
+def test_too_many_authors() -> None:
+    with pytest.raises(SearchError, match="at most"):
+        parse_query(" ".join(f"author:N{i}" for i in range(6)))
+
+
+def test_author_filters_keep_the_other_filters() -> None:
+    query = parse_query("author:Doe since:2026-01-02 type:paper")
+    assert query.filters.authors == ("Doe",) and query.filters.kind == "research"
+    assert str(query.filters.since) == "2026-01-02"
+
+
+# --- searching ---
+
+
+def test_author_only_lists_their_items_newest_first(store: Store) -> None:
+    assert titles(search(store, 'author:"Jane Doe"')) == ["Sparse diffusion", "Diffusion for speech"]
+
+
+def test_author_filter_matches_the_name_as_a_phrase(store: Store) -> None:
+    # "Doe Jane" is a different person; a bare surname matches both
+    assert "Unrelated" not in titles(search(store, 'author:"Jane Doe"'))
+    assert set(titles(search(store, "author:Doe"))) == {
+        "Sparse diffusion",
+        "Diffusion for speech",
+        "Unrelated",
+    }
+
+
+def test_author_filter_matches_authors_only(store: Store) -> None:
+    assert "Doe-like priors" not in titles(search(store, "author:Doe"))
+
+
+def test_author_filter_with_terms_intersects(store: Store) -> None:
+    assert titles(search(store, "diffusion author:Roe")) == ["Sparse diffusion"]
+    assert titles(search(store, 'captioning author:"Jane Doe"')) == []
+
+
+def test_several_authors_must_all_match(store: Store) -> None:
+    assert titles(search(store, 'author:"Jane Doe" author:"Sam Roe"')) == ["Sparse diffusion"]
+
+
+def test_plain_terms_match_authors_too_but_rank_below_titles(store: Store) -> None:
+    hits = titles(search(store, "lee"))
+    assert set(hits) == {"Captioning at scale", "Diffusion for speech"}
+    ranked = titles(search(store, "doe"))
+    assert ranked[0] == "Doe-like priors"  # a title match outranks an author match
+    assert set(ranked) == {"Doe-like priors", "Sparse diffusion", "Diffusion for speech", "Unrelated"}
+
+
+def test_author_search_respects_other_filters_and_limit(store: Store) -> None:
+    assert titles(search(store, "author:Doe since:2026-01-04")) == ["Unrelated", "Sparse diffusion"]
+    assert titles(search(store, "author:Doe", limit=1)) == ["Unrelated"]
+
+
+def test_author_names_with_accents_and_punctuation(tmp_path: Path) -> None:
+    s = Store(tmp_path / "b.db")
+    s.migrate()
+    s.add_items([item("x", "X", "x", 1, ("Chloé O'Brien-Smith",))])
+    assert titles(search(s, 'author:"Chloe O\'Brien-Smith"')) == ["X"]
+    assert titles(search(s, "author:obrien")) == []
+    assert titles(search(s, "author:Brien")) == ["X"]
+
+
+def test_fts_syntax_in_author_names_is_inert(store: Store) -> None:
+    for text in ['author:"Doe OR NEAR(x)"', "author:Doe*", 'author:"a" "b"', "author:(Doe)"]:
+        search(store, text)  # never an FTS syntax error
+
+
+# --- format_authors ---
+
+
+@pytest.mark.parametrize(
+    ("authors", "expected"),
+    [
+        ((), ""),
+        (("Jane Doe",), "J. Doe"),
+        (("Jane Doe", "Kim Lee", "Sam Roe"), "J. Doe, K. Lee, S. Roe"),
+        (("Jane Doe", "Kim Lee", "Sam Roe", "Ada Byron"), "J. Doe, K. Lee et al."),
+        (("Jane Mary Doe", "Jean-Luc Picard", "x", "y"), "J. M. Doe, J.-L. Picard et al."),
+        (("Ludwig van Beethoven",), "L. van Beethoven"),
+        (("Doe, Jane",), "J. Doe"),
+        (("Plato",), "Plato"),
+        (("J. Doe",), "J. Doe"),
+    ],
+)
+def test_format_authors(authors: tuple[str, ...], expected: str) -> None:
+    assert format_authors(authors) == expected

@@ -1,0 +1,222 @@
+"""The real `mlresearch-bot` command (python -m bot) in a subprocess: exit codes, one-line errors,
+JSON shapes."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.fakes.feed_server import Reply
+
+DATA = Path(__file__).parent / "data"
+RSS_PATH = DATA / "apple_ml_rss.xml"
+ARCHIVE_PATH = DATA / "apple_ml_archive.xml"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "LC_ALL", "SYSTEMROOT")}
+    base["PYTHONPATH"] = str(ROOT)
+    base.update(env)
+    return subprocess.run(
+        [sys.executable, "-m", "bot", *args], cwd=cwd, env=base, capture_output=True, text=True, timeout=60
+    )
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess[str], code: int, *needles: str) -> None:
+    assert proc.returncode == code, (proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr + proc.stdout
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    for needle in needles:
+        assert needle in lines[0]
+
+
+@pytest.fixture
+def cwd(tmp_path):
+    return tmp_path
+
+
+def test_poll_then_search_shows_the_archive_working(cwd):
+    first = run(cwd, "poll", "--json", FEED_URL=str(RSS_PATH))
+    assert first.returncode == 0, first.stderr
+    assert json.loads(first.stdout) == {
+        "fetched": 10,
+        "new": 10,
+        "delivered": 0,
+        "failed": 0,
+        "not_modified": False,
+    }
+    assert (cwd / "mlresearch.db").exists()
+    found = run(cwd, "search", "captioning", "--json")
+    assert found.returncode == 0, found.stderr
+    hits = json.loads(found.stdout)
+    assert hits and set(hits[0]) == {"id", "title", "link", "published", "score"}
+    assert hits[0]["link"] == "https://machinelearning.apple.com/research/balcaprl-mllm-image-captioning"
+    assert hits[0]["published"].startswith("2026-05-11")
+    assert isinstance(hits[0]["score"], float)
+
+
+def test_an_unchanged_file_feed_polls_as_not_modified(cwd):
+    run(cwd, "poll", FEED_URL=str(RSS_PATH))
+    again = run(cwd, "poll", "--json", FEED_URL=str(RSS_PATH))
+    assert again.returncode == 0
+    assert json.loads(again.stdout)["not_modified"] is True
+
+
+def test_a_file_url_and_a_sqlite_url_work(cwd):
+    proc = run(
+        cwd, "poll", "--json", FEED_URL=ARCHIVE_PATH.as_uri(), DATABASE_URL=f"sqlite:///{cwd}/sub/db.sqlite"
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["fetched"] == 16
+    assert (cwd / "sub" / "db.sqlite").exists()
+
+
+def test_poll_over_http_then_304(cwd, feed_server):
+    url = feed_server.feed("/rss.xml", RSS_PATH.read_bytes(), etag='"v1"')
+    assert json.loads(run(cwd, "poll", "--json", FEED_URL=url).stdout)["fetched"] == 10
+    second = json.loads(run(cwd, "poll", "--json", FEED_URL=url).stdout)
+    assert second == {"fetched": 0, "new": 0, "delivered": 0, "failed": 0, "not_modified": True}
+    assert feed_server.requests_to("/rss.xml")[1].header("If-None-Match") == '"v1"'
+
+
+def test_the_second_poll_reports_only_what_is_new(cwd):
+    run(cwd, "poll", FEED_URL=str(RSS_PATH))
+    proc = run(cwd, "poll", "--json", FEED_URL=str(ARCHIVE_PATH))
+    assert json.loads(proc.stdout)["new"] == 6
+
+
+def test_search_prints_ranked_title_date_and_link(cwd):
+    run(cwd, "poll", FEED_URL=str(ARCHIVE_PATH))
+    proc = run(cwd, "search", "normalizing", "flows", "--limit", "2")
+    assert proc.returncode == 0
+    assert "Normalizing Flows are Capable Generative Models" in proc.stdout.splitlines()[0]
+    assert (
+        "2025-07-09" in proc.stdout
+        and "https://machinelearning.apple.com/research/normalizing-flows" in proc.stdout
+    )
+    assert len(json.loads(run(cwd, "search", "apple", "--limit", "2", "--json").stdout)) == 2
+
+
+def test_dry_run_on_a_fresh_directory_creates_no_database(cwd):
+    proc = run(cwd, "poll", "--dry-run", "--json", FEED_URL=str(RSS_PATH))
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert (out["fetched"], out["new"], out["delivered"]) == (10, 10, 0)
+    assert list(cwd.iterdir()) == []
+    text = run(cwd, "poll", "--dry-run", FEED_URL=str(RSS_PATH))
+    assert text.returncode == 0 and "first poll" in text.stdout
+    assert list(cwd.iterdir()) == []
+
+
+def test_dry_run_on_an_existing_database_writes_nothing(cwd):
+    run(cwd, "poll", FEED_URL=str(RSS_PATH))
+    db = cwd / "mlresearch.db"
+
+    def snapshot() -> tuple:
+        conn = sqlite3.connect(db)
+        try:
+            return tuple(
+                conn.execute(f"SELECT * FROM {t}").fetchall() for t in ("items", "feed_state", "meta")
+            )
+        finally:
+            conn.close()
+
+    before = snapshot()
+    proc = run(cwd, "poll", "--dry-run", "--json", FEED_URL=str(ARCHIVE_PATH))
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["new"] == 6 and len(out["items"]) == 6
+    assert snapshot() == before
+    assert json.loads(run(cwd, "poll", "--json", FEED_URL=str(ARCHIVE_PATH)).stdout)["new"] == 6
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("POLL_INTERVAL", "soon"),
+        ("POLL_INTERVAL", "-5"),
+        ("PORT", "0"),
+        ("PORT", "http"),
+        ("DATABASE_URL", "postgres://u@h/db"),
+        ("DATABASE_URL", "mysql://x"),
+        ("FEED_URL", "ftp://example.com/rss"),
+        ("LOG_LEVEL", "chatty"),
+        ("SLACK_BOT_TOKEN", "xoxp-user-token"),
+        ("SLACK_API_URL", "not a url"),
+    ],
+)
+def test_a_malformed_config_value_is_a_one_line_error_naming_it_exit_2(cwd, variable, value):
+    proc = run(cwd, "poll", **{"FEED_URL": str(RSS_PATH), variable: value})
+    assert_one_line_error(proc, 2, variable)
+    assert not (cwd / "mlresearch.db").exists()
+
+
+def test_a_dotenv_file_is_read_and_the_environment_wins(cwd):
+    (cwd / ".env").write_text(f"FEED_URL={RSS_PATH}\nPOLL_INTERVAL=oops\n")
+    assert_one_line_error(run(cwd, "poll"), 2, "POLL_INTERVAL")
+    proc = run(cwd, "poll", "--json", POLL_INTERVAL="60")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["fetched"] == 10
+
+
+def test_a_missing_feed_file_fails_with_exit_1(cwd):
+    proc = run(cwd, "poll", FEED_URL=str(cwd / "nope.xml"))
+    assert_one_line_error(proc, 1, "nope.xml")
+
+
+def test_an_http_500_fails_with_exit_1_and_still_prints_json(cwd, feed_server):
+    url = feed_server.route("/rss.xml", Reply(status=500))
+    proc = run(cwd, "poll", "--json", FEED_URL=url)
+    assert_one_line_error(proc, 1, "500")
+    assert json.loads(proc.stdout)["fetched"] == 0
+
+
+def test_an_html_page_fails_with_exit_1(cwd, feed_server):
+    url = feed_server.feed(
+        "/rss.xml", b"<!DOCTYPE html><html><body>hi</body></html>", content_type="text/html"
+    )
+    assert_one_line_error(run(cwd, "poll", FEED_URL=url), 1, "not an RSS")
+
+
+@pytest.mark.parametrize("query", ["", "   ", "x" * 300, "y" * 5000])
+def test_an_empty_or_over_long_search_is_a_one_line_usage_error(cwd, query):
+    run(cwd, "poll", FEED_URL=str(RSS_PATH))
+    assert_one_line_error(run(cwd, "search", query), 2)
+
+
+@pytest.mark.parametrize("query", ["AND(", '"', "NEAR/3 *", "-", "🙂", "title:x"])
+def test_fts_syntax_never_escapes_the_cli(cwd, query):
+    run(cwd, "poll", FEED_URL=str(RSS_PATH))
+    proc = run(cwd, "search", "--json", "--", query)
+    assert "Traceback" not in proc.stderr
+    assert proc.returncode in (0, 2)
+    if proc.returncode == 0:
+        assert isinstance(json.loads(proc.stdout), list)
+
+
+@pytest.mark.parametrize(
+    "args", [["bogus"], ["search"], ["search", "x", "--limit", "many"], ["poll", "--nope"]]
+)
+def test_bad_usage_exits_2_with_one_line(cwd, args):
+    assert_one_line_error(run(cwd, *args), 2, "--help")
+
+
+def test_a_bad_limit_exits_2(cwd):
+    run(cwd, "poll", FEED_URL=str(RSS_PATH))
+    assert_one_line_error(run(cwd, "search", "apple", "--limit", "0"), 2, "limit")
+
+
+def test_a_database_that_is_not_sqlite_fails_with_exit_1(cwd):
+    (cwd / "mlresearch.db").write_bytes(b"this is not a database" * 100)
+    proc = run(cwd, "search", "captioning")
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1

@@ -1,0 +1,218 @@
+"""bot.search: ranked, stemmed, prefix-matching search over the archive; any user string is safe."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from bot.feed import Item, Validators, parse
+from bot.search import MAX_QUERY_CHARS, SearchError, parse_query, search
+from bot.store import Store
+
+DATA = Path(__file__).parent / "data"
+ARCHIVE = parse((DATA / "apple_ml_archive.xml").read_bytes())
+
+
+@pytest.fixture
+def archive(tmp_path):
+    store = Store(tmp_path / "archive.db")
+    store.migrate()
+    store.ingest("https://machinelearning.apple.com/rss.xml", ARCHIVE, Validators())
+    return store
+
+
+@pytest.fixture
+def store(tmp_path):
+    store = Store(tmp_path / "synthetic.db")
+    store.migrate()
+    return store
+
+
+def make(slug: str, title: str, summary: str = "", day: int = 1) -> Item:
+    link = f"https://machinelearning.apple.com/research/{slug}"
+    return Item(
+        id=link,
+        guid=slug,
+        title=title,
+        link=link,
+        summary=summary,
+        published=datetime(2026, 1, day, tzinfo=UTC),
+        kind="research",
+    )
+
+
+def slugs(hits) -> list[str]:
+    return [h.item.link.rsplit("/", 1)[1] for h in hits]
+
+
+def test_captioning_finds_the_captioning_paper_first(archive):
+    hits = search(archive, "captioning")
+    assert slugs(hits)[0] == "balcaprl-mllm-image-captioning"
+    assert hits[0].score > 0
+
+
+def test_stemming_captions_finds_captioning(archive):
+    assert "balcaprl-mllm-image-captioning" in slugs(search(archive, "captions"))
+
+
+@pytest.mark.parametrize(
+    ("typed", "slug"),
+    [
+        ("capt", "balcaprl-mllm-image-captioning"),
+        ("capti", "balcaprl-mllm-image-captioning"),
+        ("captionin", "balcaprl-mllm-image-captioning"),
+        ("image captionin", "balcaprl-mllm-image-captioning"),
+        ("normaliz", "normalizing-flows"),
+        ("normalizin", "normalizing-flows"),
+        ("misspecif", "rope-misspecification-sbi"),
+    ],
+)
+def test_prefix_match_on_the_last_word_even_past_its_stem(archive, typed, slug):
+    assert slug in slugs(search(archive, typed))
+
+
+def test_a_word_followed_by_a_space_is_not_a_prefix():
+    assert parse_query("capti").prefix_last
+    assert not parse_query("capti ").prefix_last
+    assert not parse_query("ca").prefix_last  # too short to mean a prefix
+
+
+def test_ranked_not_boolean_a_result_need_not_hold_every_word(archive):
+    assert slugs(search(archive, "captioning zebra"))[0] == "balcaprl-mllm-image-captioning"
+
+
+def test_more_matching_words_rank_higher(store):
+    store.add_items(
+        [
+            make("one", "Paper one", "we study diffusion"),
+            make("two", "Paper two", "we study diffusion and quantization"),
+            make("three", "Paper three", "nothing relevant here"),
+            make("four", "Paper four", "still nothing relevant"),
+        ]
+    )
+    assert slugs(search(store, "diffusion quantization")) == ["two", "one"]
+
+
+def test_rarer_matching_words_rank_higher(store):
+    common = [make(f"c{i}", f"Common {i}", "transformer models everywhere") for i in range(3)]
+    rare = make("rare", "Rare", "a gaussian process")
+    filler = [make(f"f{i}", f"Filler {i}", "unrelated text") for i in range(6)]
+    store.add_items([*common, rare, *filler])
+    hits = search(store, "transformer gaussian")
+    assert slugs(hits)[0] == "rare"
+    assert len(hits) == 4
+
+
+def test_the_title_weighs_more_than_the_summary(store):
+    store.add_items(
+        [
+            make("in-summary", "A paper", "this one is about tokenizers", day=2),
+            make("in-title", "Tokenizers", "this one is about something", day=1),
+            *[make(f"f{i}", f"Filler {i}", "unrelated text") for i in range(6)],
+        ]
+    )
+    assert slugs(search(store, "tokenizers")) == ["in-title", "in-summary"]
+
+
+def test_newest_first_among_equal_scores(store):
+    store.add_items([make(f"same-{day}", "Identical title", "identical words", day=day) for day in (3, 1, 2)])
+    store.add_items([make(f"f{i}", f"Filler {i}", "unrelated text") for i in range(6)])
+    hits = search(store, "identical")
+    assert slugs(hits) == ["same-3", "same-2", "same-1"]
+    assert len({h.score for h in hits}) == 1
+
+
+def test_limit_caps_the_results(archive):
+    assert len(search(archive, "apple researchers", limit=3)) == 3
+
+
+@pytest.mark.parametrize("limit", [0, -1, 101])
+def test_a_bad_limit_is_a_search_error(archive, limit):
+    with pytest.raises(SearchError):
+        search(archive, "apple", limit=limit)
+
+
+def test_edits_are_searchable(archive):
+    velox = next(i for i in ARCHIVE if i.link.endswith("/velox"))
+    archive.add_items([Item(**{**velox.__dict__, "title": "Velox renamed to Wombat"})])
+    assert slugs(search(archive, "wombat")) == ["velox"]
+
+
+HOSTILE = [
+    '"',
+    '""',
+    "'",
+    "AND(",
+    "OR",
+    "NOT",
+    "NEAR/3",
+    "NEAR(a b)",
+    "*",
+    "a*",
+    "-",
+    "--",
+    "^",
+    "^title",
+    "title:",
+    "title:diffusion",
+    "summary:x",
+    "{title}: x",
+    "(",
+    ")",
+    "()",
+    "a AND",
+    "AND OR NOT",
+    '"unterminated',
+    'captioning"',
+    "🙂",
+    "🙂🙂 captioning 🙂",
+    "\x00",
+    "\\",
+    "%",
+    "_",
+    "__",
+    "a_b",
+    "'; DROP TABLE items; --",
+    "c++",
+    "k-means",
+    'NEAR/ * - emoji 🙂 AND( "',
+    "ＡＮＤ",
+    "straße",
+    "日本語",
+    "x" * 256,
+    "a " * 128,
+]
+
+
+@pytest.mark.parametrize("query", HOSTILE)
+def test_no_user_string_is_an_fts_syntax_error(archive, query):
+    try:
+        hits = search(archive, query)
+    except SearchError as err:
+        assert "\n" not in str(err)
+    else:
+        assert isinstance(hits, list)
+
+
+@pytest.mark.parametrize("query", ["", "   ", "\n", "!!!", "🙂", '"" ()'])
+def test_an_empty_query_is_a_clear_error(archive, query):
+    with pytest.raises(SearchError) as err:
+        search(archive, query)
+    assert str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("length", [MAX_QUERY_CHARS + 1, 5_000])
+def test_an_over_long_query_is_a_clear_error(archive, length):
+    with pytest.raises(SearchError) as err:
+        search(archive, "captioning " * (length // 11) + "x" * (length % 11))
+    assert "256" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_query_of_exactly_the_limit_is_accepted(archive):
+    assert isinstance(search(archive, ("captioning " * 30)[:MAX_QUERY_CHARS]), list)
+
+
+def test_unknown_words_find_nothing(archive):
+    assert search(archive, "xylophonist") == []

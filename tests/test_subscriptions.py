@@ -1,0 +1,104 @@
+"""Subscriptions: one per workspace and channel, optional stemmed keywords, paused with a reason, and no
+backlog for a new subscriber."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bot.feed import Validators, parse
+from bot.match import matched_keywords, split_keywords
+from bot.store import Store
+
+DATA = Path(__file__).parent / "data"
+FEED = "https://machinelearning.apple.com/rss.xml"
+RSS = parse((DATA / "apple_ml_rss.xml").read_bytes())
+ARCHIVE = parse((DATA / "apple_ml_archive.xml").read_bytes())
+NEW = [i for i in ARCHIVE if i.id not in {r.id for r in RSS}]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    s = Store(tmp_path / "bot.db")
+    s.migrate()
+    return s
+
+
+def test_subscribe_records_who_when_and_keywords(store: Store) -> None:
+    sub, created = store.subscribe("T1", "C1", "U1", ["flow", "diffusion"])
+    assert created
+    assert (sub.team_id, sub.channel_id, sub.user_id) == ("T1", "C1", "U1")
+    assert sub.keywords == ("flow", "diffusion")
+    assert sub.created_at is not None and not sub.paused and sub.paused_reason is None
+    assert store.get_subscription("T1", "C1") == sub
+
+
+def test_subscribing_again_updates_keywords_never_a_second_subscription(store: Store) -> None:
+    first, _ = store.subscribe("T1", "C1", "U1", ["flow"])
+    again, created = store.subscribe("T1", "C1", "U2", ["diffusion"])
+    assert not created
+    assert again.keywords == ("diffusion",) and again.created_at == first.created_at
+    assert store.subscriptions() == [again]
+    store.subscribe("T1", "C1", "U1")
+    assert store.subscriptions()[0].keywords == ()
+
+
+def test_list_and_unsubscribe(store: Store) -> None:
+    store.subscribe("T1", "C1", "U1")
+    store.subscribe("T1", "C2", "U1")
+    store.subscribe("T2", "C1", "U9")
+    assert [s.channel_id for s in store.subscriptions("T1")] == ["C1", "C2"]
+    assert len(store.subscriptions()) == 3
+    assert store.unsubscribe("T1", "C1") is True
+    assert store.unsubscribe("T1", "C1") is False
+    assert {(s.team_id, s.channel_id) for s in store.subscriptions()} == {("T1", "C2"), ("T2", "C1")}
+
+
+def test_a_new_subscription_gets_what_arrives_after_it_never_the_backlog(store: Store) -> None:
+    store.ingest(FEED, RSS, Validators())  # baseline: recorded as seen
+    store.subscribe("T1", "C1", "U1")
+    assert store.ingest(FEED, RSS, Validators()).queued == 0
+    assert store.open_deliveries() == []
+    assert store.ingest(FEED, ARCHIVE[:3] + RSS, Validators()).queued == 3
+    store.subscribe("T1", "C2", "U1")  # after those three arrived
+    assert store.ingest(FEED, ARCHIVE, Validators()).queued == 2 * 3
+    by_channel = {c: [d.item_id for d in store.open_deliveries() if d.channel_id == c] for c in ("C1", "C2")}
+    assert by_channel["C1"] == [i.id for i in NEW]
+    assert by_channel["C2"] == [i.id for i in NEW[3:]]
+
+
+def test_a_paused_subscription_keeps_its_reason_and_receives_nothing(store: Store) -> None:
+    store.ingest(FEED, RSS, Validators())
+    store.subscribe("T1", "C1", "U1")
+    store.pause_subscription("T1", "C1", "is_archived")
+    sub = store.get_subscription("T1", "C1")
+    assert sub is not None and sub.paused and sub.paused_reason == "is_archived"
+    assert store.ingest(FEED, ARCHIVE, Validators()).queued == 0
+    resumed, _ = store.subscribe("T1", "C1", "U1")
+    assert not resumed.paused and resumed.paused_reason is None
+
+
+def test_keyword_subscriptions_queue_matching_items_with_the_matched_words(store: Store) -> None:
+    store.ingest(FEED, RSS, Validators())
+    store.subscribe("T1", "C1", "U1", ["FLOW", "forgets", "quantum"])
+    store.ingest(FEED, ARCHIVE, Validators())
+    queued = {d.item_id.rsplit("/", 1)[-1]: d.matched for d in store.open_deliveries()}
+    assert queued == {"normalizing-flows": ("FLOW",), "scaling-laws-forgetting-finetuning": ("forgets",)}
+
+
+@pytest.mark.parametrize("keyword, title, summary, hit", [
+    ("flow", "Normalizing Flows are Capable Generative Models", "", True),   # stemmed
+    ("FLOWS", "a normalizing flow", "", True),                              # case-insensitive
+    ("low", "Normalizing Flows", "", False),                                # a word, not a substring
+    ("caption", "", "Image captioning is fundamental.", True),              # summary counts too
+    ("image captioning", "BalCapRL: Image Captioning", "", True),           # a phrase
+    ("captioning image", "BalCapRL: Image Captioning", "", False),          # in that order
+    ("diffusion", "Velox", "geometry and appearance", False),
+])
+def test_keyword_matching(keyword: str, title: str, summary: str, hit: bool) -> None:
+    assert matched_keywords(title, summary, [keyword]) == ([keyword] if hit else [])
+
+
+def test_subscribe_text_splits_into_keywords() -> None:
+    assert split_keywords('Diffusion, "image captioning"  RL rl') == ["diffusion", "image captioning", "rl"]
