@@ -216,3 +216,32 @@ def test_a_query_of_exactly_the_limit_is_accepted(archive):
 
 def test_unknown_words_find_nothing(archive):
     assert search(archive, "xylophonist") == []
+
+
+def test_large_archive_pruning_keeps_the_exact_ranking(store, monkeypatch):
+    """On a large archive, phrases in at least half the items (BM25 IDF clamped to ~0) are left out of
+    scoring: the order must be what the exact query gives."""
+    import bot.store as store_module
+
+    items = [make(f"common-{i}", f"Model number {i}", "a model of things", day=1 + i % 28) for i in range(30)]
+    items += [
+        make("rare-title", "Captioning model", "a model", day=2),
+        make("rare-summary", "Another model", "about captioning", day=3),
+        make("rare-both", "Captioning", "captioning captioning model", day=1),
+    ]
+    store.add_items(items)
+    exact = [(h.item.id, h.score) for h in search(store, "captioning model ", limit=20)]
+    monkeypatch.setattr(store_module, "PRUNE_MIN_ROWS", 1)
+    pruned = [(h.item.id, h.score) for h in search(store, "captioning model ", limit=20)]
+    assert [i for i, _ in pruned[:3]] == [i for i, _ in exact[:3]]
+    assert [round(s, 4) for _, s in pruned[:3]] == [round(s, 4) for _, s in exact[:3]]
+    assert {i for i, _ in pruned} == {i for i, _ in exact}
+    # items matching only the near-zero phrase come after, newest first
+    rest = [store.get_item(i) for i, _ in pruned[3:]]
+    dates = [it.published for it in rest if it]
+    assert dates == sorted(dates, reverse=True)
+    only_common = search(store, "model ", limit=5)
+    assert [h.score for h in only_common] == [0.0] * 5
+    assert [h.item.published for h in only_common] == sorted(
+        (h.item.published for h in only_common), reverse=True
+    )

@@ -232,3 +232,14 @@ def test_preview_reads_without_writing(store):
     assert len(new) == 6 and not baseline
     assert store.path.read_bytes() == before
     assert store.count_items() == 10
+
+
+def test_units_of_work_see_each_other_and_close_releases_the_idle_connection(store, tmp_path):
+    other = Store(store.path)
+    store.ingest(URL, RSS, Validators('"v1"'))
+    assert other.count_items() == 10
+    store.close()
+    store.close()
+    assert store.count_items() == 10
+    store.add_items(ARCHIVE)
+    assert other.count_items() == 16
