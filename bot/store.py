@@ -250,6 +250,18 @@ def m004_fts_prefix_index(db: Database) -> None:
     db.execute("INSERT INTO items_fts (items_fts) VALUES ('rebuild')")
 
 
+@migrations()
+def m005_installations(db: Database) -> None:
+    """Multi-workspace installs (Bolt's OAuth flow): one row per installation, the whole
+    slack_sdk Installation as JSON; OAuth state values with their expiry."""
+    db["installations"].create(
+        {"key": str, "team_id": str, "enterprise_id": str, "data": str, "installed_at": str, "updated_at": str},
+        pk="key",
+    )
+    db["installations"].create_index(["team_id"])
+    db["oauth_states"].create({"state": str, "expires_at": str}, pk="state")
+
+
 # --- the store -----------------------------------------------------------------------------------------
 
 
@@ -723,6 +735,47 @@ class Store:
                 "DELETE FROM deliveries WHERE team_id = ? AND state IN ('pending', 'posting')", [team_id]
             )
             db.execute("DELETE FROM workspaces WHERE team_id = ?", [team_id])
+            db.execute("DELETE FROM installations WHERE team_id = ?", [team_id])
+
+    # installations and OAuth state (multi-workspace mode) ------------------------------------------
+
+    def save_installation(self, team_id: str | None, enterprise_id: str | None, data: dict[str, Any]) -> None:
+        """Insert or replace the installation of a workspace (or org), as JSON."""
+        now = iso(utcnow())
+        with self._write() as db:
+            db.execute(
+                "INSERT INTO installations (key, team_id, enterprise_id, data, installed_at, updated_at) "
+                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(key) DO UPDATE SET data = excluded.data, "
+                "updated_at = excluded.updated_at",
+                [_installation_key(team_id, enterprise_id), team_id, enterprise_id, json.dumps(data), now, now],
+            )
+
+    def find_installation(self, team_id: str | None, enterprise_id: str | None) -> dict[str, Any] | None:
+        with self.connect() as db:
+            row = db.execute(
+                "SELECT data FROM installations WHERE key = ?", [_installation_key(team_id, enterprise_id)]
+            ).fetchone()
+            return json.loads(row[0]) if row else None
+
+    def delete_installation(self, team_id: str | None, enterprise_id: str | None) -> None:
+        with self._write() as db:
+            db.execute("DELETE FROM installations WHERE key = ?", [_installation_key(team_id, enterprise_id)])
+
+    def installed_teams(self) -> list[str]:
+        with self.connect() as db:
+            return [r[0] for r in db.execute("SELECT team_id FROM installations WHERE team_id IS NOT NULL")]
+
+    def issue_oauth_state(self, state: str, expires_at: datetime) -> None:
+        with self._write() as db:
+            db.execute("INSERT INTO oauth_states (state, expires_at) VALUES (?, ?)", [state, iso(expires_at)])
+
+    def consume_oauth_state(self, state: str, now: datetime | None = None) -> bool:
+        """True once for a state issued and not expired; the state is deleted either way."""
+        with self._write() as db:
+            row = db.execute("SELECT expires_at FROM oauth_states WHERE state = ?", [state]).fetchone()
+            db.execute("DELETE FROM oauth_states WHERE state = ?", [state])
+            expires = from_iso(row[0]) if row else None
+            return expires is not None and expires > (now or utcnow())
 
     # the delivery ledger ----------------------------------------------------------------------------
 
@@ -912,6 +965,10 @@ def author_expression(names: Sequence[str]) -> str:
         if words:
             phrases.append('authors_text : "' + " ".join(words) + '"')
     return " AND ".join(phrases)
+
+
+def _installation_key(team_id: str | None, enterprise_id: str | None) -> str:
+    return f"{enterprise_id or '-'}:{team_id or '-'}"
 
 
 def _meta(db: Database, key: str) -> str | None:
