@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bot.feed import Item  # noqa: E402
-from bot.store import Store  # noqa: E402
+from bot.store import SQLiteStore  # noqa: E402
 from tests.fakes.slack_api import FakeSlack  # noqa: E402
 from tests.fakes.slack_sender import (  # noqa: E402
     SECRET,
@@ -191,7 +191,7 @@ def peak_rss_mb(pid: int) -> float:
 def load_test(tmp: Path, env: dict[str, str], *, dense: bool, clients: int,
               per_client: int) -> tuple[list[float], float, float, int]:
     """(sorted latencies, requests per second, peak RSS in MB, items) for one archive."""
-    store = Store(tmp / f"bench-{'dense' if dense else 'real'}.db")
+    store = SQLiteStore(tmp / f"bench-{'dense' if dense else 'real'}.db")
     store.migrate()
     store.add_items(synthetic_items(10_000, dense=dense))
     with ServeProcess({**env, "DATABASE_URL": f"sqlite:///{store.path}"}, tmp) as bot:
@@ -219,7 +219,7 @@ def main() -> None:
         env = {"SLACK_BOT_TOKEN": TOKEN, "SLACK_SIGNING_SECRET": SECRET, "SLACK_API_URL": slack.url,
                "POLL_INTERVAL": "0", "LOG_LEVEL": "WARNING",
                "FEED_URL": str(ROOT / "tests" / "data" / "apple_ml_rss.xml")}
-        cold = Store(tmp / "cold.db")
+        cold = SQLiteStore(tmp / "cold.db")
         cold.migrate()
         cold.add_items(synthetic_items(10_000))
         cold_start({**env, "DATABASE_URL": f"sqlite:///{cold.path}"}, tmp, runs=5)

@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 from bot import research_index as ri  # noqa: E402
 from bot.feed import make_client  # noqa: E402
 from bot.search import search  # noqa: E402
-from bot.store import Store  # noqa: E402
+from bot.store import SQLiteStore, Store  # noqa: E402
 from tests.fakes.feed_server import FeedServer, Reply  # noqa: E402
 from tests.fakes.research_index import _WORDS, index_page, synthetic_posts  # noqa: E402
 
@@ -36,7 +36,7 @@ TARGET_S = 5.0
 
 
 def fresh_store(directory: Path, name: str) -> Store:
-    store = Store(directory / f"{name}.db")
+    store = SQLiteStore(directory / f"{name}.db")
     store.migrate()
     return store
 

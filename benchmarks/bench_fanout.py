@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bot.deliver import DEFAULT_POOL_SIZE, Deliverer  # noqa: E402
 from bot.feed import Item, Validators, parse  # noqa: E402
 from bot.slackweb import make_client  # noqa: E402
-from bot.store import Store  # noqa: E402
+from bot.store import SQLiteStore  # noqa: E402
 from tests.fakes.slack_api import FakeSlack  # noqa: E402
 
 FEED = "https://machinelearning.apple.com/rss.xml"
@@ -52,7 +52,7 @@ def main() -> None:
     slack.start()
     slack_url = ours.recv()
     with tempfile.TemporaryDirectory() as tmp:
-        store = Store(Path(tmp) / "bench.db")
+        store = SQLiteStore(Path(tmp) / "bench.db")
         store.migrate()
         known = parse(DATA.read_bytes())
         store.ingest(FEED, known, Validators())

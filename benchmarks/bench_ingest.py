@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from bot import feed, poller, search  # noqa: E402
 from bot.feed import Item  # noqa: E402
-from bot.store import Store  # noqa: E402
+from bot.store import SQLiteStore  # noqa: E402
 from tests.fakes.feed_server import FeedServer, Reply  # noqa: E402
 
 FIXTURE = ROOT / "tests" / "data" / "apple_ml_rss.xml"
@@ -67,7 +67,7 @@ def bench_not_modified(tmp: Path, runs: int) -> None:
     body = FIXTURE.read_bytes()
     with FeedServer() as server, feed.make_client() as client:
         url = server.feed("/rss.xml", body, etag='"v1"', last_modified="Mon, 08 Jun 2026 00:00:00 GMT")
-        store = Store(tmp / "nm.db")
+        store = SQLiteStore(tmp / "nm.db")
         store.migrate()
         first = poller.poll_once(store, client, url)
         assert first.fetched == 10, first
@@ -102,7 +102,7 @@ def bench_changed(tmp: Path, runs: int) -> None:
     with FeedServer() as server, feed.make_client() as client:
         server.route("/rss.xml", reply)
         url = server.url("/rss.xml")
-        store = Store(tmp / "changed.db")
+        store = SQLiteStore(tmp / "changed.db")
         store.migrate()
         poller.poll_once(store, client, url)  # the baseline
 
@@ -193,7 +193,7 @@ QUERIES = [
 def bench_search(tmp: Path, sizes: list[int], runs: int) -> None:
     print("3. search (limit 10) over stored synthetic items, a mix of", len(QUERIES), "queries")
     for size in sizes:
-        store = Store(tmp / f"search-{size}.db")
+        store = SQLiteStore(tmp / f"search-{size}.db")
         store.migrate()
         start = time.perf_counter()
         batch: list[Item] = []

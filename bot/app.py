@@ -29,8 +29,11 @@ LAZY_WORKERS = 8
 
 
 def web_client(settings: Settings) -> WebClient:
-    """The bot's Web API client, pointed at SLACK_API_URL."""
-    return WebClient(token=settings.slack_bot_token, base_url=settings.slack_api_url, timeout=10)
+    """The bot's Web API client, pointed at SLACK_API_URL. In OAuth mode it has no token: Bolt gives each
+    request a client with its workspace's token, and the OAuth flow exchanges codes and refreshes tokens
+    through this one."""
+    token = None if settings.oauth_enabled else settings.slack_bot_token
+    return WebClient(token=token, base_url=settings.slack_api_url, timeout=10)
 
 
 def build_app(
@@ -51,7 +54,7 @@ def build_app(
     # Bolt also reads SLACK_BOT_TOKEN from the environment and warns that `client` wins over it; it does.
     bolt_log.setLevel(logging.ERROR)
     try:
-        app = _app(settings, client, executor, bolt_log)
+        app = _app(settings, store, client, executor, bolt_log)
     finally:
         bolt_log.setLevel(level)
     listeners.register(app, services if services is not None else make_services(settings, store, client))
@@ -59,16 +62,27 @@ def build_app(
 
 
 def _app(
-    settings: Settings, client: WebClient, executor: ThreadPoolExecutor | None, logger: logging.Logger
+    settings: Settings, store: Store, client: WebClient, executor: ThreadPoolExecutor | None,
+    logger: logging.Logger,
 ) -> App:
+    pool = executor or ThreadPoolExecutor(max_workers=LAZY_WORKERS, thread_name_prefix="lazy")
+    secret = settings.slack_signing_secret or ""
+    if settings.oauth_enabled:
+        from bot.oauth import oauth_settings
+
+        # Multi-workspace: /slack/install and /slack/oauth_redirect run Bolt's OAuth flow; each request is
+        # authorized with its workspace's installation (its token refreshed first when about to expire).
+        oauth = oauth_settings(settings, store, client)
+        return App(client=client, signing_secret=secret, oauth_settings=oauth, process_before_response=True,
+                   listener_executor=pool, logger=logger, name="mlresearch-bot")
     return App(
         client=client,
-        signing_secret=settings.slack_signing_secret or "",
+        signing_secret=secret,
         # No auth.test at start: the first event resolves the bot user lazily, so `serve` starts offline
         # and fast; a bad token shows on the first request instead.
         token_verification_enabled=False,
         process_before_response=True,
-        listener_executor=executor or ThreadPoolExecutor(max_workers=LAZY_WORKERS, thread_name_prefix="lazy"),
+        listener_executor=pool,
         logger=logger,
         name="mlresearch-bot",
     )

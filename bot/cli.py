@@ -65,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     summarize.add_argument("--json", action="store_true")
 
     sub.add_parser("shell", help="a local console in place of Slack")
+    sub.add_parser("migrate", help="create or upgrade the database schema (Heroku's release phase runs it)")
     return parser
 
 
@@ -114,6 +115,7 @@ def _main(argv: list[str]) -> int:
         "search": cmd_search,
         "summarize": cmd_summarize,
         "shell": cmd_shell,
+        "migrate": cmd_migrate,
     }[args.command]
     return handler(settings, args)
 
@@ -123,7 +125,7 @@ def setup_logging(settings: Settings, stream: Any, *, minimum: int = logging.NOT
     one-shot commands, whose stdout is their answer. `minimum` raises the level (quiet one-shot commands)."""
     level = max(settings.logging_level, minimum)
     handler = logging.StreamHandler(stream)
-    handler.setFormatter(logging.Formatter("%(asctime)s level=%(levelname)s logger=%(name)s %(message)s"))
+    handler.setFormatter(OneLineFormatter("%(asctime)s level=%(levelname)s logger=%(name)s %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
@@ -131,21 +133,52 @@ def setup_logging(settings: Settings, stream: Any, *, minimum: int = logging.NOT
         logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
 
 
-def open_store(settings: Settings) -> Any:
-    from bot.store import Store
+class OneLineFormatter(logging.Formatter):
+    """Every record on one line of key=value pairs: our messages already are `event=... key=value`; a
+    library's message (Bolt, slack_sdk, waitress) becomes `event=log message="..."`, and a traceback is
+    appended as `exc="..."`, both JSON-quoted so that no newline splits an event."""
 
-    store = Store.from_url(settings.database_url)
+    def format(self, record: logging.LogRecord) -> str:
+        message = record.getMessage()
+        if message.startswith("event="):
+            message = message.replace("\r", "\\r").replace("\n", "\\n")
+        else:
+            message = "event=log message=" + json.dumps(message, ensure_ascii=False)
+        line = f"{self.formatTime(record)} level={record.levelname} logger={record.name} {message}"
+        if record.exc_info:
+            line += " exc=" + json.dumps(self.formatException(record.exc_info), ensure_ascii=False)
+        if record.stack_info:
+            line += " stack=" + json.dumps(self.formatStack(record.stack_info), ensure_ascii=False)
+        return line
+
+
+def open_store(settings: Settings) -> Any:
+    """The store DATABASE_URL names, migrated."""
+    from bot import store as stores
+
+    store = stores.open_store(settings.database_url)
     store.migrate()
     return store
 
 
+def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
+    """Create or upgrade the schema; one line says what was done."""
+    from bot import store as stores
+
+    store = stores.open_store(settings.database_url)
+    applied = store.migrate()
+    done = f"applied {len(applied)} migration(s): {', '.join(applied)}" if applied else "already up to date"
+    _out(f"{store.describe()}: schema {done}")
+    return EXIT_OK
+
+
 def cmd_poll(settings: Settings, args: argparse.Namespace) -> int:
     from bot import feed, poller, research_index
-    from bot.store import Store
+    from bot.store import open_store as store_at
 
     with feed.make_client() as client:
         if args.dry_run:
-            store = Store.from_url(settings.database_url)  # read only: not created, not migrated
+            store = store_at(settings.database_url)  # read only: not created, not migrated
             new, baseline, fetched = poller.preview(store, client, settings.feed_url)
             if args.json:
                 _out(
@@ -187,7 +220,7 @@ def cmd_poll(settings: Settings, args: argparse.Namespace) -> int:
 def cmd_backfill(settings: Settings, args: argparse.Namespace) -> int:
     """Merge the research index into the archive (issue 6); nothing is ever delivered."""
     from bot import feed, research_index
-    from bot.store import Store
+    from bot.store import open_store as store_at
 
     url = args.url or research_index.index_url_for(settings.feed_url) or research_index.DEFAULT_INDEX_URL
     tty = sys.stderr.isatty()
@@ -201,7 +234,7 @@ def cmd_backfill(settings: Settings, args: argparse.Namespace) -> int:
             if args.dry_run:
                 progress(f"reading {url} …")
                 index = research_index.read(client, url)
-                added, enriched = Store.from_url(settings.database_url).preview_index(index.items)
+                added, enriched = store_at(settings.database_url).preview_index(index.items)
                 result = research_index.BackfillResult(
                     len(index.items), added, enriched, sum(index.skipped.values()), index.skipped_note()
                 )
@@ -227,12 +260,13 @@ def cmd_backfill(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _deliverer(settings: Settings, store: Any) -> Any:
-    """The delivery step for `poll`, or None when there is no Slack token (items still queue)."""
+    """The delivery step for `poll`, or None when there is no Slack token (items still queue). In OAuth mode
+    each workspace is posted to with its own installation's token, read from `store`."""
     try:
         from bot import deliver
     except ImportError:
         return None
-    return deliver.from_settings(settings)
+    return deliver.from_settings(settings, store)
 
 
 def cmd_search(settings: Settings, args: argparse.Namespace) -> int:

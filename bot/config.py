@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,9 @@ from urllib.parse import urlparse
 DEFAULT_FEED_URL = "https://machinelearning.apple.com/rss.xml"
 DEFAULT_SLACK_API_URL = "https://slack.com/api/"
 DEFAULT_DATABASE_URL = "sqlite:///mlresearch.db"
+# The bot scopes of manifest.json (requested at a multi-workspace install unless SLACK_SCOPES says otherwise).
+DEFAULT_SLACK_SCOPES = ("commands", "chat:write", "channels:history", "groups:history", "channels:read",
+                        "groups:read")
 
 LOG_LEVELS = ("CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG")
 
@@ -43,6 +47,9 @@ class Settings:
     summary_api_url: str | None = None
     summary_api_key: str | None = None
     summary_model: str | None = None
+    slack_client_id: str | None = None
+    slack_client_secret: str | None = None
+    slack_scopes: tuple[str, ...] = DEFAULT_SLACK_SCOPES
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Settings:
@@ -57,6 +64,13 @@ class Settings:
         if token is not None and not token.startswith("xoxb-"):
             raise ConfigError("SLACK_BOT_TOKEN", "must be a bot token starting with 'xoxb-'")
         app_token = get("SLACK_APP_TOKEN")
+        client_id, client_secret = get("SLACK_CLIENT_ID"), get("SLACK_CLIENT_SECRET")
+        if (client_id is None) != (client_secret is None):
+            given, missing = ("SLACK_CLIENT_ID", "SLACK_CLIENT_SECRET") if client_secret is None \
+                else ("SLACK_CLIENT_SECRET", "SLACK_CLIENT_ID")
+            raise ConfigError(missing, f"must be set with {given} (both for a multi-workspace install, "
+                                       "or neither)")
+        scopes = _scopes(get("SLACK_SCOPES"))
         if app_token is not None and not app_token.startswith("xapp-"):
             raise ConfigError("SLACK_APP_TOKEN", "must be an app-level token starting with 'xapp-'")
 
@@ -93,6 +107,9 @@ class Settings:
             summary_api_url=summary_url,
             summary_api_key=get("SUMMARY_API_KEY"),
             summary_model=get("SUMMARY_MODEL"),
+            slack_client_id=client_id,
+            slack_client_secret=client_secret,
+            slack_scopes=scopes,
         )
 
     @property
@@ -100,10 +117,16 @@ class Settings:
         """The SQLite file named by `database_url` (relative paths are relative to the working directory)."""
         return sqlite_path(self.database_url)
 
+    @property
+    def oauth_enabled(self) -> bool:
+        """Multi-workspace mode: workspaces install the app through /slack/install (Bolt's OAuth flow), and
+        each is served with its own token; SLACK_BOT_TOKEN is not used."""
+        return bool(self.slack_client_id and self.slack_client_secret)
+
     def missing_slack(self) -> list[str]:
         """The Slack variables `serve` needs that are not set."""
         missing = []
-        if not self.slack_bot_token:
+        if not self.slack_bot_token and not self.oauth_enabled:
             missing.append("SLACK_BOT_TOKEN")
         if not self.slack_signing_secret and not self.slack_app_token:
             missing.append("SLACK_SIGNING_SECRET")
@@ -149,11 +172,38 @@ def _check_database_url(url: str) -> None:
             )
         return
     if url.startswith(("postgres://", "postgresql://")):
-        raise ConfigError("DATABASE_URL", "PostgreSQL is not supported yet; use sqlite:///path.db")
+        parts = urlparse(url)
+        try:
+            port = parts.port
+        except ValueError:
+            port = -1
+        if not parts.hostname or port == -1 or not parts.path.strip("/"):
+            raise ConfigError(
+                "DATABASE_URL", "a PostgreSQL URL needs a host and a database, as in "
+                f"postgres://user:password@host:5432/dbname; got {_redacted(url)!r}"
+            )
+        return
     raise ConfigError(
         "DATABASE_URL",
-        f"must be sqlite:///relative.db or sqlite:////absolute/path.db, got {url!r}",
+        "must be sqlite:///relative.db, sqlite:////absolute/path.db or postgres://user:password@host/dbname, "
+        f"got {_redacted(url)!r}",
     )
+
+
+def _redacted(url: str) -> str:
+    """The URL without its password (errors are printed and logged)."""
+    return re.sub(r"(://[^:/@]*:)[^@/]*@", r"\1***@", url)
+
+
+def _scopes(raw: str | None) -> tuple[str, ...]:
+    if raw is None:
+        return DEFAULT_SLACK_SCOPES
+    scopes = tuple(dict.fromkeys(s.strip() for s in raw.split(",") if s.strip()))
+    bad = [s for s in scopes if not re.fullmatch(r"[a-z][a-z0-9_.:-]*", s)]
+    if not scopes or bad:
+        raise ConfigError("SLACK_SCOPES", f"must be comma-separated bot scopes such as chat:write,commands; "
+                                          f"got {raw!r}")
+    return scopes
 
 
 def _check_feed_url(url: str) -> None:

@@ -22,25 +22,28 @@ second). Slack errors, by kind:
     anything else                that row fails; later rows go on
 
 A row claimed `MAX_ATTEMPTS` times without success fails for good, so no failure blocks a channel forever.
+
+Each workspace is posted to with the client `client_for(team_id)` gives (once per run): the one bot token of
+a single-workspace install, or in OAuth mode the token of the workspace's own installation
+(`bot.oauth.WorkspaceClients`, refreshed when about to expire). A workspace with no installation has no
+client: its rows fail (`not_installed`), never posted with another workspace's token; one whose token refresh
+Slack refuses is disabled, as for invalid_auth. Rows of the local shell's workspace (LOCAL_TEAM_ID, see
+`bot.shell`) are left for the shell to print: a store the shell used can be served without posting them.
 """
 
 from __future__ import annotations
 
 import logging
-import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
-from sqlite_utils import Database
 
 from bot import blocks
 from bot.config import Settings
@@ -58,7 +61,7 @@ from bot.slackweb import (
     make_client,
     posting_client,
 )
-from bot.store import Delivery, Store, StoreError, utcnow
+from bot.store import Delivery, Store, utcnow
 
 log = logging.getLogger("bot.deliver")
 
@@ -68,12 +71,20 @@ MAX_ATTEMPTS = 5  # claims of one row, across polls, before it fails for good
 POST_TRIES = 3  # posts of one row within one run when its fate stays unknown
 RECONCILE_MARGIN = timedelta(minutes=2)
 HISTORY_PAGES = 5
+LOCAL_TEAM_ID = "TSHELL"  # the workspace `mlresearch-bot shell` stands in for; never a real Slack team
 
 ClientFor = Callable[[str], WebClient]
 
 
-def from_settings(settings: Settings) -> Deliverer | None:
-    """The deliverer for `poll` and `serve`: one token for every workspace (single-workspace install)."""
+def from_settings(settings: Settings, store: Store | None = None) -> Deliverer | None:
+    """The deliverer for `poll` and `serve`: one token for every workspace (single-workspace install), or in
+    OAuth mode each workspace's own token, from its installation in `store` (`bot.oauth.WorkspaceClients`)."""
+    if settings.oauth_enabled:
+        if store is None:
+            raise ValueError("OAuth mode: the deliverer needs the store that holds the installations")
+        from bot.oauth import WorkspaceClients
+
+        return Deliverer(WorkspaceClients(store, settings))
     if not settings.slack_bot_token:
         log.warning("event=delivery_disabled reason=no_token detail=\"SLACK_BOT_TOKEN is not set; "
                     "new items stay queued until it is\"")
@@ -92,6 +103,16 @@ def posted_ts(messages: Sequence[dict[str, Any]], item_id: str) -> str | None:
     return None
 
 
+class WorkspaceUnavailable(Exception):
+    """`client_for(team_id)` has no client for a workspace (not installed, or Slack refused to refresh its
+    token): its rows fail with `reason`; with `disable`, the workspace is disabled until it is reinstalled."""
+
+    def __init__(self, reason: str, *, disable: bool = False) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.disable = disable
+
+
 class _Defer(Exception):
     """Stop serving this channel in this run; its open rows wait for the next poll."""
 
@@ -102,33 +123,6 @@ class _Paused(Exception):
 
 class _WorkspaceDown(Exception):
     """The workspace's token no longer works."""
-
-
-class _RunStore(Store):
-    """The store for one delivery run: one connection, used by the pool's threads one unit of work at a time.
-    Opening a connection costs about 100 ledger writes, and threads contending inside SQLite wait in its busy
-    handler, which sleeps in growing steps; a lock hands the connection over at once."""
-
-    def __init__(self, path: Path) -> None:
-        super().__init__(path)
-        self._lock = threading.RLock()
-        self._opened = ExitStack()
-        self._db: Database | None = None
-
-    @contextmanager
-    def connect(self, *, readonly: bool = False) -> Iterator[Database]:
-        with self._lock:  # the run's database exists, so a read-only unit of work may share the connection
-            if self._db is None:
-                self._db = self._opened.enter_context(super().connect())
-            try:
-                yield self._db
-            except sqlite3.DatabaseError as exc:
-                raise StoreError(f"database {self.path}: {exc}") from exc
-
-    def close(self) -> None:
-        with self._lock:
-            self._opened.close()
-            self._db = None
 
 
 @dataclass
@@ -161,25 +155,25 @@ class Deliverer:
     def __call__(self, store: Store) -> DeliveryReport:
         started = self.clock()
         self._down = {}
-        rows = store.open_deliveries()
+        rows = [r for r in store.open_deliveries() if r.team_id != LOCAL_TEAM_ID]
         if not rows:
             return DeliveryReport()
-        store = _RunStore(store.path)
-        try:
-            return self._run(store, rows, started)
-        finally:
-            store.close()
+        with store.session() as run:  # one connection for the run, handed between the pool's threads
+            return self._run(run, rows, started)
 
     def _run(self, store: Store, rows: list[Delivery], started: float) -> DeliveryReport:
         items = store.get_items(sorted({r.item_id for r in rows}))
         active = {(s.team_id, s.channel_id) for s in store.subscriptions() if not s.paused}
         disabled = {team: store.workspace_disabled(team) for team in {r.team_id for r in rows}}
+        clients, unavailable = self._clients(store, disabled)
         groups: dict[tuple[str, str], list[Delivery]] = {}
         failed = 0
         for row in rows:  # ledger order: oldest first within each channel
             reason = disabled[row.team_id]
-            if reason is not None or (row.team_id, row.channel_id) not in active:
-                why = f"workspace_disabled: {reason}" if reason else "not_subscribed"
+            why = f"workspace_disabled: {reason}" if reason is not None else unavailable.get(row.team_id)
+            if why is None and (row.team_id, row.channel_id) not in active:
+                why = "not_subscribed"
+            if why is not None:
                 _log_failure(row, why)
                 store.mark_failed(row.id, why)
                 failed += 1
@@ -188,7 +182,8 @@ class Deliverer:
         delivered = 0
         with ThreadPoolExecutor(max_workers=max(1, min(self.pool_size, len(groups) or 1)),
                                 thread_name_prefix="deliver") as pool:
-            futures = {key: pool.submit(self._serve, store, key, rows, items) for key, rows in groups.items()}
+            futures = {key: pool.submit(self._serve, store, key, rows, items, clients[key[0]])
+                       for key, rows in groups.items()}
             for (team_id, channel_id), future in futures.items():
                 try:
                     channel = future.result()
@@ -201,12 +196,28 @@ class Deliverer:
                  len(groups), len(rows), delivered, failed, self.clock() - started)
         return DeliveryReport(delivered=delivered, failed=failed)
 
+    def _clients(
+        self, store: Store, disabled: dict[str, str | None]
+    ) -> tuple[dict[str, WebClient], dict[str, str]]:
+        """Each enabled workspace's client (`client_for`, once per run), and why the others have none."""
+        clients: dict[str, WebClient] = {}
+        unavailable: dict[str, str] = {}
+        for team_id in sorted(team for team, reason in disabled.items() if reason is None):
+            try:
+                clients[team_id] = self.client_for(team_id)
+            except WorkspaceUnavailable as exc:
+                unavailable[team_id] = exc.reason
+                log.error("event=workspace_unavailable team=%s reason=%r", team_id, exc.reason)
+                if exc.disable:
+                    self._disable(store, team_id, exc.reason)
+        return clients, unavailable
+
     # one channel ------------------------------------------------------------------------------------
 
     def _serve(
-        self, store: Store, key: tuple[str, str], rows: list[Delivery], items: dict[str, Item]
+        self, store: Store, key: tuple[str, str], rows: list[Delivery], items: dict[str, Item],
+        client: WebClient,
     ) -> _Channel:
-        client = self.client_for(key[0])
         ch = _Channel(key[0], key[1], client, posting_client(client))
         for index, row in enumerate(rows):
             down = self._down.get(ch.team_id)

@@ -6,12 +6,17 @@
 - The "Share in channel" button re-posts the same content visibly through `response_url`, then deletes the
   ephemeral original.
 - App Home: `app_home_opened` publishes `views.home_view`.
-- Lifecycle: uninstall and token revocation forget the workspace; an archived or left channel is paused, a
-  deleted one unsubscribed, so the bot never posts where it is no longer welcome.
+- Lifecycle: uninstall and token revocation forget the workspace (its installation, subscriptions and
+  undelivered items); an archived or left channel is paused, a deleted one unsubscribed, so the bot never
+  posts where it is no longer welcome.
+
+Everything is keyed by the request's team id. In OAuth mode (several workspaces) the Web API client a handler
+uses is the one Bolt built for the request, holding that workspace's token.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from typing import Any
@@ -78,13 +83,20 @@ class _Listeners:
         ack(response_type="ephemeral", text=WORKING)
         _log_command(_invocation(body), "deferred", time.perf_counter())
 
-    def command_fast(self, ack: Ack, body: dict[str, Any]) -> None:
+    def for_request(self, client: WebClient | None) -> Any:
+        """The services for one request: in OAuth mode with the request's client (its workspace's token)."""
+        services = self.services
+        if client is not None and getattr(services.settings, "oauth_enabled", False):
+            return dataclasses.replace(services, slack=client)
+        return services
+
+    def command_fast(self, ack: Ack, body: dict[str, Any], client: WebClient) -> None:
         from bot import commands
 
         started = time.perf_counter()
         inv = _invocation(body)
         try:
-            reply = commands.handle(inv, self.services)
+            reply = commands.handle(inv, self.for_request(client))
         except Exception as exc:  # noqa: BLE001 - handle() should not raise; if it does, one line for the user
             log.error("event=command_error error=%s: %s", type(exc).__name__, _one_line(exc))
             ack(response_type="ephemeral", text=SORRY)
@@ -92,13 +104,13 @@ class _Listeners:
         ack(response_type="ephemeral", text=reply.text, blocks=reply.blocks)
         _log_command(inv, "answered", started)
 
-    def command_lazy(self, body: dict[str, Any], respond: Respond) -> None:
+    def command_lazy(self, body: dict[str, Any], respond: Respond, client: WebClient) -> None:
         from bot import commands
 
         inv = _invocation(body)
         started = time.perf_counter()
         try:
-            reply = commands.handle(inv, self.services)
+            reply = commands.handle(inv, self.for_request(client))
         except Exception as exc:  # noqa: BLE001 - handle() should not raise; if it does, one line for the user
             log.error("event=command_error error=%s: %s", type(exc).__name__, _one_line(exc))
             respond(response_type="ephemeral", replace_original=True, text=SORRY)
@@ -121,7 +133,8 @@ class _Listeners:
         user_id = str((body.get("user") or {}).get("id") or "")
         team_id = str((body.get("team") or {}).get("id") or (body.get("user") or {}).get("team_id") or "")
         channel_id = str((body.get("channel") or {}).get("id") or "")
-        reply = commands.shared(str(action.get("value") or ""), user_id, self.services, team_id, channel_id)
+        reply = commands.shared(str(action.get("value") or ""), user_id, self.for_request(client), team_id,
+                                channel_id)
         where = f"team={team_id} channel={channel_id} user={user_id}"
         if respond is not None and _respond_ok(respond, response_type="in_channel", replace_original=False,
                                                text=reply.text, blocks=reply.blocks):

@@ -1,7 +1,9 @@
 """`serve`: the Bolt app behind waitress (Bolt's WSGI adapter) or over Socket Mode, and the in-process poller.
 
 HTTP routes: `POST /slack/events` (commands, events, interactivity; Bolt verifies every signature and answers
-401 to unsigned, badly signed or stale requests), `GET /healthz` (JSON), anything else 404. In Socket Mode,
+401 to unsigned, badly signed or stale requests), `GET /healthz` (JSON), and in OAuth mode (SLACK_CLIENT_ID
+and SLACK_CLIENT_SECRET set) `GET /slack/install` and `GET /slack/oauth_redirect` (Bolt's OAuth flow, see
+`bot.oauth`); anything else 404. In Socket Mode,
 `/healthz` is still served on $PORT and `/slack/events` is not.
 
 SIGTERM or SIGINT stops the server: it stops accepting and finishes the requests in flight (up to 5 s),
@@ -21,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from bot.config import Settings
-from bot.store import Store, StoreError, iso
+from bot.store import Store, StoreError, iso, open_store
 
 if TYPE_CHECKING:
     from bot.poller import Poller
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("bot.server")
 
 EVENTS_PATH = "/slack/events"
+OAUTH_PATHS = ("/slack/install", "/slack/oauth_redirect")  # == bot.oauth.INSTALL_PATH, REDIRECT_PATH
 HEALTH_PATH = "/healthz"
 HTTP_THREADS = 8
 MAX_BODY = 1024 * 1024  # Slack's payloads are a few KB
@@ -63,9 +66,10 @@ def health(store: Store) -> tuple[int, dict[str, Any]]:
 class Router:
     """The WSGI application: Slack's Request URL to Bolt, /healthz, and 404 for everything else."""
 
-    def __init__(self, slack: WsgiApp | None, store: Store) -> None:
+    def __init__(self, slack: WsgiApp | None, store: Store, oauth: WsgiApp | None = None) -> None:
         self.slack = slack
         self.store = store
+        self.oauth = oauth
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO") or "/"
@@ -74,6 +78,10 @@ class Router:
             if method != "POST":
                 return _json(start_response, 405, {"error": "method not allowed"}, [("Allow", "POST")])
             return self.slack(environ, start_response)
+        if path in OAUTH_PATHS and self.oauth is not None:
+            if method != "GET":
+                return _json(start_response, 405, {"error": "method not allowed"}, [("Allow", "GET")])
+            return self.oauth(environ, start_response)
         if path == HEALTH_PATH:
             if method not in ("GET", "HEAD"):
                 return _json(start_response, 405, {"error": "method not allowed"}, [("Allow", "GET, HEAD")])
@@ -104,15 +112,32 @@ def create_http_server(wsgi: WsgiApp, port: int, host: str = "0.0.0.0") -> Any:
 
 def start_poller(settings: Settings, store: Store) -> Poller | None:
     """The in-process poller (every POLL_INTERVAL seconds, with jitter), or None when POLL_INTERVAL=0."""
-    if settings.poll_interval == 0:
-        log.info("event=poller_disabled reason=POLL_INTERVAL=0")
-        return None
     from bot import feed, research_index
     from bot.poller import Poller
 
-    enrich = research_index.enricher(research_index.index_url_for(settings.feed_url))  # as `poll` does
-    poller = Poller(store, feed.make_client(), settings.feed_url, settings.poll_interval,
-                    deliver=_deliverer(settings), enrich=enrich)
+    client = feed.make_client()
+    index_url = research_index.index_url_for(settings.feed_url)
+
+    running = threading.Lock()
+
+    def backfill_if_sparse(_result: object = None) -> None:
+        # First run: fill a sparse archive from the research index, in the background; a failure is logged
+        # and retried after the next poll (it does nothing once one backfill has succeeded). One at a time:
+        # a poll that ends while the startup backfill still runs leaves it alone.
+        if index_url is None or not running.acquire(blocking=False):
+            return
+        try:
+            research_index.backfill_if_sparse(store, client, index_url)
+        finally:
+            running.release()
+
+    threading.Thread(target=backfill_if_sparse, name="backfill", daemon=True).start()
+    if settings.poll_interval == 0:
+        log.info("event=poller_disabled reason=POLL_INTERVAL=0")
+        return None
+    enrich = research_index.enricher(index_url)  # as `poll` does
+    poller = Poller(store, client, settings.feed_url, settings.poll_interval,
+                    deliver=_deliverer(settings, store), enrich=enrich, on_result=backfill_if_sparse)
     poller.start()
     log.info("event=poller_started interval=%d", settings.poll_interval)
     return poller
@@ -125,31 +150,33 @@ def _start_poller_into(pollers: list[Poller | None], settings: Settings, store: 
         log.exception("event=poller_failed_to_start")
 
 
-def _deliverer(settings: Settings) -> Any:
+def _deliverer(settings: Settings, store: Store) -> Any:
     try:
         from bot import deliver
     except ImportError:  # delivery not built: items queue in the ledger
         return None
-    return deliver.from_settings(settings)
+    return deliver.from_settings(settings, store)
 
 
 def serve(settings: Settings) -> int:
     """Run until SIGTERM/SIGINT; 0 on a clean stop. Raises ServeError when it cannot start."""
     from bot.app import build_app
 
-    store = Store.from_url(settings.database_url)
+    store = open_store(settings.database_url)
     store.migrate()
     executor = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lazy")
     app = build_app(settings, store, executor=executor)
     socket_mode = settings.slack_app_token is not None
-    if socket_mode:
-        slack: WsgiApp | None = None
-    else:
-        from slack_bolt.adapter.wsgi import SlackRequestHandler
+    from slack_bolt.adapter.wsgi import SlackRequestHandler
 
-        slack = SlackRequestHandler(app, path=EVENTS_PATH)
+    handler = SlackRequestHandler(app, path=EVENTS_PATH)
+    slack: WsgiApp | None = None if socket_mode else handler
+    oauth: WsgiApp | None = handler if settings.oauth_enabled else None  # also beside Socket Mode
+    if settings.oauth_enabled and settings.slack_bot_token:
+        log.warning("event=config_ignored variable=SLACK_BOT_TOKEN detail=\"SLACK_CLIENT_ID and "
+                    "SLACK_CLIENT_SECRET are set: every workspace uses the token of its own installation\"")
     try:
-        server = create_http_server(Router(slack, store), settings.port)
+        server = create_http_server(Router(slack, store, oauth), settings.port)
     except OSError as exc:
         raise ServeError(f"cannot listen on port {settings.port}: {exc.strerror or exc}") from None
     socket_handler = _connect_socket_mode(app, settings) if socket_mode else None
@@ -158,8 +185,9 @@ def serve(settings: Settings) -> int:
     stopping = threading.Event()
     _install_signal_handlers(stopping, server)
     try:
-        log.info("event=listening mode=%s port=%s path=%s", "socket" if socket_mode else "http",
-                 server.effective_port, HEALTH_PATH if socket_mode else EVENTS_PATH)
+        log.info("event=listening mode=%s port=%s path=%s workspaces=%s", "socket" if socket_mode else "http",
+                 server.effective_port, HEALTH_PATH if socket_mode else EVENTS_PATH,
+                 f"oauth install={OAUTH_PATHS[0]}" if settings.oauth_enabled else "single")
         # The poller (and the feed client it imports) starts beside the server, not before it.
         starter = threading.Thread(target=_start_poller_into, args=(pollers, settings, store),
                                    name="poller-start", daemon=True)

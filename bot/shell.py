@@ -21,11 +21,11 @@ from bot import feed
 from bot.blocks import item_message
 from bot.commands import Invocation, Reply, Services, handle
 from bot.config import Settings
+from bot.deliver import LOCAL_TEAM_ID as SHELL_TEAM_ID
 from bot.poller import DeliveryReport, Poller, PollResult, poll_once
-from bot.store import LockTimeout, Store, StoreError, utcnow
+from bot.store import LockTimeout, Store, StoreError, open_store, utcnow
 from bot.summarize import Summarizer
 
-SHELL_TEAM_ID = "TSHELL"
 SHELL_CHANNEL_ID = "CSHELL"
 SHELL_USER_ID = "USHELL"
 PROMPT = "mlresearch> "
@@ -171,7 +171,7 @@ def run(
     summarizer: Summarizer | None = None,
 ) -> int:
     """The read-reply loop until `exit`, `quit` or end of input. Returns the exit status."""
-    store = Store.from_url(settings.database_url)
+    store = open_store(settings.database_url)
     store.migrate()
     if summarizer is None and settings.summary_enabled:
         summarizer = Summarizer.from_settings(settings)

@@ -1,12 +1,105 @@
-"""Shared pytest fixtures. Fakes live in tests/fakes/ and run over loopback; no test reaches the internet."""
+"""Shared pytest fixtures. Fakes live in tests/fakes/ and run over loopback; no test reaches the internet.
+
+Store tests take the `store` fixture (or `database_url`), which runs each of them on both backends: SQLite in
+a temporary file, PostgreSQL in a fresh schema of the database TEST_DATABASE_URL names (dropped afterwards).
+Without TEST_DATABASE_URL the PostgreSQL half is deselected, and the summary says so; with it set and the
+server unreachable, the run stops with an error.
+"""
 
 from __future__ import annotations
 
+import os
+import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from bot.store import Store, open_store
 from tests.fakes.slack_api import FakeSlack
+
+PG_URL = os.environ.get("TEST_DATABASE_URL", "").strip()
+NOT_RUN = "PostgreSQL half not run: TEST_DATABASE_URL is not set"
+BACKENDS = ["sqlite", "postgres"]
+
+
+# --- the two store backends ------------------------------------------------------------------------------
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "postgres: needs the PostgreSQL server at TEST_DATABASE_URL")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if not PG_URL:
+        return
+    import psycopg
+
+    try:
+        psycopg.connect(PG_URL, connect_timeout=5).close()
+    except psycopg.Error as exc:
+        pytest.exit(f"TEST_DATABASE_URL is set but PostgreSQL is unreachable: {' '.join(str(exc).split())}",
+                    returncode=3)
+
+
+def _needs_postgres(item: pytest.Item) -> bool:
+    callspec = getattr(item, "callspec", None)
+    return item.get_closest_marker("postgres") is not None or (
+        callspec is not None and callspec.params.get("backend") == "postgres"
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if PG_URL:
+        return
+    deselected = [item for item in items if _needs_postgres(item)]
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = [item for item in items if not _needs_postgres(item)]
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if not PG_URL:
+        terminalreporter.write_line(NOT_RUN)
+
+
+@pytest.fixture
+def pg_schema_url() -> Iterator[str]:
+    """A URL of TEST_DATABASE_URL's database whose search_path is a fresh, empty schema (dropped after)."""
+    import psycopg
+
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(PG_URL, autocommit=True) as admin:
+        admin.execute(f'CREATE SCHEMA "{schema}"')
+    separator = "&" if "?" in PG_URL else "?"
+    try:
+        yield f"{PG_URL}{separator}options=-csearch_path%3D{schema}"
+    finally:
+        with psycopg.connect(PG_URL, autocommit=True) as admin:
+            admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def database_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    """A DATABASE_URL for an empty database on each backend in turn."""
+    if backend == "sqlite":
+        return f"sqlite:///{tmp_path / 'test.db'}"
+    return str(request.getfixturevalue("pg_schema_url"))
+
+
+@pytest.fixture
+def store(database_url: str) -> Iterator[Store]:
+    """A migrated, empty store on each backend in turn."""
+    s = open_store(database_url)
+    s.migrate()
+    yield s
+    s.close()
+
 
 # --- the local Slack Web API (tests/fakes/slack_api.py) --------------------------------------------------
 

@@ -14,7 +14,8 @@ import pytest
 from bot import cli, poller
 from bot import research_index as ri
 from bot.feed import Item, make_client
-from bot.store import Store, migrations
+from bot.store import SQLiteStore, Store
+from bot.store.sqlite import migrations
 from tests.fakes.feed_server import FeedServer, Reply
 from tests.fakes.research_index import INDEX_FIXTURE, index_page, post
 from tests.fakes.slack_api import FakeSlack
@@ -48,13 +49,6 @@ def server() -> Iterator[FeedServer]:
 def client() -> Iterator[httpx.Client]:
     with make_client() as c:
         yield c
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Store:
-    s = Store(tmp_path / "bot.db")
-    s.migrate()
-    return s
 
 
 def by_link(store: Store) -> dict[str, Item]:
@@ -193,7 +187,7 @@ def test_backfill_if_sparse_logs_a_failure_and_retries_later(
 
 
 def test_backfill_if_sparse_never_raises(tmp_path: Path, client: httpx.Client) -> None:
-    broken = Store(tmp_path / "not-a-dir" / "x.db")
+    broken = SQLiteStore(tmp_path / "not-a-dir" / "x.db")
     (tmp_path / "not-a-dir").write_text("a file where a directory should be")
     assert ri.backfill_if_sparse(broken, client, "http://127.0.0.1:9/research") is None
 
@@ -268,7 +262,7 @@ def test_enrichment_skips_updates_posts(client: httpx.Client, store: Store) -> N
 
 def test_enrichment_never_raises(tmp_path: Path, client: httpx.Client) -> None:
     (tmp_path / "not-a-dir").write_text("x")
-    broken = Store(tmp_path / "not-a-dir" / "x.db")
+    broken = SQLiteStore(tmp_path / "not-a-dir" / "x.db")
     assert ri.enrich(broken, client, "http://127.0.0.1:9/research", [NEWEST]) is None
 
 
@@ -300,7 +294,7 @@ def test_migration_indexes_authors_of_an_existing_archive(tmp_path: Path) -> Non
     )
     db.conn.commit()
     db.close()
-    store = Store(path)
+    store = SQLiteStore(path)
     store.migrate()
     from bot.search import search
 
@@ -337,12 +331,12 @@ def test_cli_backfill_json_then_poll_delivers_nothing(
     with FakeSlack() as slack:
         monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-test")
         monkeypatch.setenv("SLACK_API_URL", slack.url)
-        Store(env).subscribe("T0FAKE", "C1", "U1")
+        SQLiteStore(env).subscribe("T0FAKE", "C1", "U1")
         assert cli.main(["poll", "--json"]) == 0
         polled = json.loads(capsys.readouterr().out)
         assert polled["delivered"] == 0 and polled["new"] == 2
         assert slack.posts("C1") == []
-    assert len(Store(env).latest(limit=100)) == 16
+    assert len(SQLiteStore(env).latest(limit=100)) == 16
 
 
 def test_cli_poll_enriches_a_new_item_it_delivers(
@@ -353,12 +347,12 @@ def test_cli_poll_enriches_a_new_item_it_delivers(
     with FakeSlack() as slack:
         monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-test")
         monkeypatch.setenv("SLACK_API_URL", slack.url)
-        Store(env).subscribe("T0FAKE", "C1", "U1")
+        SQLiteStore(env).subscribe("T0FAKE", "C1", "U1")
         assert cli.main(["poll", "--json"]) == 0
         polled = json.loads(capsys.readouterr().out.splitlines()[-1])
         assert polled["new"] == 1 and polled["delivered"] == 1
         assert len(slack.posts("C1")) == 1
-    item = Store(env).get_item(NEWEST)
+    item = SQLiteStore(env).get_item(NEWEST)
     assert item is not None and "[fixture continuation]" in item.summary
     assert len(server.requests_to("/research")) == 1
 
@@ -374,7 +368,7 @@ def test_cli_backfill_dry_run_writes_nothing(
     assert cli.main(["backfill", "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "6 would be added, 8 enriched; nothing written" in out
-    assert len(Store(env).latest(limit=100)) == 10
+    assert len(SQLiteStore(env).latest(limit=100)) == 10
 
 
 def test_cli_backfill_failure_is_one_line_exit_1(

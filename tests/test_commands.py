@@ -14,7 +14,7 @@ from slack_sdk.errors import SlackApiError
 
 from bot.commands import SHARE_ACTION_ID, Invocation, Reply, Services, handle, is_slow, shared
 from bot.config import Settings
-from bot.store import Store, StoreError
+from bot.store import SQLiteStore, Store, StoreError
 from bot.summarize import Summarizer
 from tests.fakes.archive import filled_store, make_item
 
@@ -233,7 +233,7 @@ def test_latest_bad_n_is_a_usage_line(services: Services, n: str) -> None:
 
 
 def test_latest_on_an_empty_archive(tmp_path: Path) -> None:
-    empty = Store(tmp_path / "empty.db")
+    empty = SQLiteStore(tmp_path / "empty.db")
     empty.migrate()
     reply = ask(Services(store=empty, settings=Settings()), "latest")
     assert "empty" in reply.text and reply.share_value is None
@@ -377,7 +377,7 @@ def test_status_shows_feed_health_and_this_channels_subscription(services: Servi
 
 
 def test_status_on_a_fresh_store(tmp_path: Path) -> None:
-    fresh = Store(tmp_path / "fresh.db")
+    fresh = SQLiteStore(tmp_path / "fresh.db")
     fresh.migrate()
     body = mrkdwn(ask(Services(store=fresh, settings=Settings()), "status"))
     assert "not polled yet" in body and "0 item(s)" in body
@@ -388,7 +388,7 @@ def test_status_on_a_fresh_store(tmp_path: Path) -> None:
 
 def test_a_store_failure_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "dir.db").mkdir()
-    broken = Services(store=Store(tmp_path / "dir.db"), settings=Settings())
+    broken = Services(store=SQLiteStore(tmp_path / "dir.db"), settings=Settings())
     for text in ("search vision", "latest", "subscribe", "status", "summarize vision"):
         reply = ask(broken, text)
         assert reply.text.startswith("I can't reach the archive right now"), text

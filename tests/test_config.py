@@ -66,7 +66,9 @@ def test_feed_url_may_be_http_a_file_url_or_a_plain_path(feed_url):
         ("FEED_URL", "ftp://example.com/rss"),
         ("FEED_URL", "https://"),
         ("FEED_URL", "gopher://x"),
-        ("DATABASE_URL", "postgres://u@h/db"),
+        ("DATABASE_URL", "postgres://u@h"),
+        ("DATABASE_URL", "postgresql://u:pw@:5432/db"),
+        ("DATABASE_URL", "postgres://u:pw@h:port/db"),
         ("DATABASE_URL", "mysql://x"),
         ("DATABASE_URL", "sqlite:///"),
         ("DATABASE_URL", "sqlite:///dir/"),
@@ -91,6 +93,21 @@ def test_sqlite_urls_name_relative_and_absolute_files():
     assert sqlite_path("sqlite:///mlresearch.db") == Path("mlresearch.db")
     assert sqlite_path("sqlite:////var/data/bot.db") == Path("/var/data/bot.db")
     assert Settings.from_env({"DATABASE_URL": "sqlite:///data/x.db"}).sqlite_path == Path("data/x.db")
+
+
+@pytest.mark.parametrize("url", [
+    "postgres://u:pw@ec2-1-2-3-4.compute-1.amazonaws.com:5432/d8abc",  # as Heroku Postgres sets it
+    "postgresql://postgres@127.0.0.1:5432/test",
+    "postgresql://postgres@127.0.0.1/test?options=-csearch_path%3Dbot",
+])
+def test_postgres_urls_are_accepted(url):
+    assert Settings.from_env({"DATABASE_URL": url}).database_url == url
+
+
+def test_a_bad_postgres_url_never_shows_its_password():
+    with pytest.raises(ConfigError) as err:
+        Settings.from_env({"DATABASE_URL": "postgres://u:s3cret@h:port/db"})
+    assert "s3cret" not in str(err.value)
 
 
 def test_missing_slack_values_are_named_for_serve():

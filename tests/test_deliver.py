@@ -23,7 +23,7 @@ from bot.config import Settings
 from bot.deliver import Deliverer
 from bot.feed import Item, Validators, parse
 from bot.slackweb import make_client
-from bot.store import Store
+from bot.store import SQLiteStore, Store
 from tests.fakes.slack_api import FakeSlack
 
 DATA = Path(__file__).parent / "data"
@@ -36,7 +36,7 @@ NEW = [i for i in parse((DATA / "apple_ml_archive.xml").read_bytes()) if i.id no
 @pytest.fixture
 def store(tmp_path: Path) -> Store:
     """A store past its baseline poll (the current feed is known; nothing queued)."""
-    s = Store(tmp_path / "bot.db")
+    s = SQLiteStore(tmp_path / "bot.db")
     s.migrate()
     s.ingest(FEED, RSS, Validators())
     return s
@@ -355,6 +355,16 @@ def test_unsubscribed_channels_get_nothing(store: Store, slack_api: FakeSlack) -
     assert slack_api.posts("C2") == []
 
 
+def test_the_local_shells_channel_is_left_to_the_shell(store: Store, slack_api: FakeSlack) -> None:
+    store.subscribe(deliver.LOCAL_TEAM_ID, "CSHELL", "USHELL")
+    queue(store, ["C1"], n=2)
+    report = deliverer(slack_api)(store)
+    assert (report.delivered, report.failed) == (2, 0)
+    assert slack_api.posts("CSHELL") == []
+    shell_rows = [r for r in store.deliveries() if r.team_id == deliver.LOCAL_TEAM_ID]
+    assert [r.state for r in shell_rows] == ["pending", "pending"]
+
+
 # --- wiring: settings, the CLI, and a kill -9 in the middle of fan-out --------------------------------------
 
 
@@ -400,7 +410,7 @@ def test_poll_json_counts_delivered_and_failed(tmp_path: Path, slack_api: FakeSl
     env = bot_env(tmp_path, slack_api, feed_file(tmp_path / "old.xml", rss_guids))
     assert subprocess.run([sys.executable, "-m", "bot", "poll"], env=env, cwd=tmp_path,
                           capture_output=True).returncode == 0
-    store = Store(tmp_path / "bot.db")
+    store = SQLiteStore(tmp_path / "bot.db")
     for channel in ("C1", "C2", "C3"):
         store.subscribe(TEAM, channel, "U1")
     slack_api.fault("chat.postMessage", channel="C3", error="is_archived", times=None)
@@ -422,7 +432,7 @@ def test_kill_9_in_the_middle_of_fan_out_then_rerun_delivers_exactly_once(
     env = bot_env(tmp_path, slack_api, feed_file(tmp_path / "old.xml", rss_guids))
     assert subprocess.run([sys.executable, "-m", "bot", "poll"], env=env, cwd=tmp_path,
                           capture_output=True).returncode == 0
-    store = Store(tmp_path / "bot.db")
+    store = SQLiteStore(tmp_path / "bot.db")
     for channel in channels:
         store.subscribe(TEAM, channel, "U1")
     env["FEED_URL"] = str(feed_file(tmp_path / "new.xml", rss_guids + new_guids))

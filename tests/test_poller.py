@@ -9,7 +9,7 @@ import pytest
 
 from bot import feed, poller
 from bot.poller import DeliveryReport, poll_once
-from bot.store import Store
+from bot.store import SQLiteStore, Store
 from tests.fakes.feed_server import Reply
 
 DATA = Path(__file__).parent / "data"
@@ -19,7 +19,7 @@ ARCHIVE = (DATA / "apple_ml_archive.xml").read_bytes()
 
 @pytest.fixture
 def store(tmp_path):
-    s = Store(tmp_path / "poll.db")
+    s = SQLiteStore(tmp_path / "poll.db")
     s.migrate()
     return s
 
@@ -205,7 +205,7 @@ def test_a_timeout_is_a_failed_poll(feed_server, store):
 
 def test_dry_run_preview_writes_nothing(feed_server, tmp_path, client):
     url = feed_server.feed("/rss.xml", RSS)
-    absent = Store(tmp_path / "absent" / "x.db")
+    absent = SQLiteStore(tmp_path / "absent" / "x.db")
     new, baseline, fetched = poller.preview(absent, client, url)
     assert (len(new), baseline, fetched) == (10, True, 10)
     assert not (tmp_path / "absent").exists()

@@ -9,24 +9,15 @@ import pytest
 
 from bot.feed import Item, Validators, parse
 from bot.search import MAX_QUERY_CHARS, SearchError, parse_query, search
-from bot.store import Store
+from bot.store import SQLiteStore
 
 DATA = Path(__file__).parent / "data"
 ARCHIVE = parse((DATA / "apple_ml_archive.xml").read_bytes())
 
 
 @pytest.fixture
-def archive(tmp_path):
-    store = Store(tmp_path / "archive.db")
-    store.migrate()
+def archive(store):
     store.ingest("https://machinelearning.apple.com/rss.xml", ARCHIVE, Validators())
-    return store
-
-
-@pytest.fixture
-def store(tmp_path):
-    store = Store(tmp_path / "synthetic.db")
-    store.migrate()
     return store
 
 
@@ -218,10 +209,13 @@ def test_unknown_words_find_nothing(archive):
     assert search(archive, "xylophonist") == []
 
 
-def test_large_archive_pruning_keeps_the_exact_ranking(store, monkeypatch):
+def test_sqlite_large_archive_pruning_keeps_the_exact_ranking(tmp_path, monkeypatch):
     """On a large archive, phrases in at least half the items (BM25 IDF clamped to ~0) are left out of
-    scoring: the order must be what the exact query gives."""
-    import bot.store as store_module
+    scoring: the order must be what the exact query gives (FTS5's bm25 only)."""
+    import bot.store.sqlite as store_module
+
+    store = SQLiteStore(tmp_path / "pruning.db")
+    store.migrate()
 
     items = [make(f"common-{i}", f"Model number {i}", "a model of things", day=1 + i % 28) for i in range(30)]
     items += [

@@ -16,7 +16,7 @@ import pytest
 
 from bot.config import Settings
 from bot.shell import SHELL_CHANNEL_ID, SHELL_TEAM_ID, mrkdwn_to_text, render, run
-from bot.store import Store
+from bot.store import SQLiteStore
 from tests.fakes.archive import ARCHIVE, RSS, filled_store
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -79,7 +79,7 @@ def test_the_shell_is_its_own_channel_and_prints_new_items_through_the_ledger(tm
     run(settings, io.StringIO("poll\nsubscribe diffusion flows\nquit\n"), first)
     assert "first poll: 10 item(s)" in first.getvalue()
     assert "Subscribed #CSHELL" in first.getvalue()
-    store = Store(tmp_path / "bot.db")
+    store = SQLiteStore(tmp_path / "bot.db")
     sub = store.get_subscription(SHELL_TEAM_ID, SHELL_CHANNEL_ID)
     assert sub is not None and sub.keywords == ("diffusion", "flows")
 

@@ -1,8 +1,14 @@
-"""bot.store: schema and migrations, identity and edits, the first-run baseline, feed state."""
+"""bot.store: schema and migrations, identity and edits, the first-run baseline, feed state, the poll lock.
+
+The tests taking `store` or `database_url` run on both backends (tests/conftest.py); the backend-specific
+ones say so in their names."""
 
 from __future__ import annotations
 
-import sqlite3
+import subprocess
+import sys
+import threading
+import time
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -10,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from bot.feed import Validators, parse
-from bot.store import Store
+from bot.store import MIGRATIONS, LockTimeout, SearchFilters, SQLiteStore, Store, open_store
 
 DATA = Path(__file__).parent / "data"
 RSS = parse((DATA / "apple_ml_rss.xml").read_bytes())
@@ -19,36 +25,58 @@ URL = "https://machinelearning.apple.com/rss.xml"
 
 
 @pytest.fixture
-def store(tmp_path):
-    s = Store(tmp_path / "test.db")
+def sqlite_store(tmp_path):
+    s = SQLiteStore(tmp_path / "test.db")
     s.migrate()
     return s
 
 
 def raw(store: Store, sql: str, *params):
-    conn = sqlite3.connect(store.path)
-    try:
-        return conn.execute(sql, params).fetchall()
-    finally:
-        conn.close()
+    with store.connect() as db:
+        return [tuple(r) for r in db.execute(sql, list(params)).fetchall()]
 
 
 # --- schema ---------------------------------------------------------------------------------------------
 
 
-def test_migrate_creates_the_tables_in_wal_mode(store):
-    names = {r[0] for r in raw(store, "SELECT name FROM sqlite_master WHERE type IN ('table', 'trigger')")}
+def test_both_backends_apply_the_same_migrations(store):
+    assert store.applied_migrations() == list(MIGRATIONS)
+    assert store.migrate() == []  # idempotent
+    assert store.applied_migrations() == list(MIGRATIONS)
+
+
+def test_sqlite_migrate_creates_the_tables_in_wal_mode(sqlite_store):
+    sql = "SELECT name FROM sqlite_master WHERE type IN ('table', 'trigger')"
+    names = {r[0] for r in raw(sqlite_store, sql)}
     assert {"items", "items_fts", "aliases", "feed_state", "meta", "_sqlite_migrations"} <= names
     assert any(n.startswith("items_a") or "items_fts" in n for n in names if n not in {"items", "items_fts"})
-    assert raw(store, "PRAGMA journal_mode")[0][0] == "wal"
+    assert raw(sqlite_store, "PRAGMA journal_mode")[0][0] == "wal"
 
 
-def test_items_fts_is_fts5_with_porter_stemming_on_title_and_summary(store):
-    sql = raw(store, "SELECT sql FROM sqlite_master WHERE name = 'items_fts'")[0][0]
+def test_sqlite_items_fts_is_fts5_with_porter_stemming_on_title_and_summary(sqlite_store):
+    sql = raw(sqlite_store, "SELECT sql FROM sqlite_master WHERE name = 'items_fts'")[0][0]
     assert "FTS5" in sql.upper()
     assert "porter" in sql
     assert '"title"' in sql and '"summary"' in sql
     assert "prefix='3 4 5 6'" in sql  # prefix indexes: a typed prefix needs no doclist merge
+
+
+@pytest.mark.postgres
+def test_postgres_search_column_is_a_weighted_tsvector_with_a_gin_index(pg_schema_url):
+    store = open_store(pg_schema_url)
+    store.migrate()
+    tables = {r[0] for r in raw(store, "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")}
+    assert {"items", "aliases", "feed_state", "meta", "subscriptions", "deliveries", "installations",
+            "_migrations"} <= tables
+    index = raw(store, "SELECT indexdef FROM pg_indexes WHERE schemaname = current_schema() "
+                       "AND indexname = 'items_search'")[0][0]
+    assert "USING gin (search)" in index
+    velox = next(i for i in RSS if i.link.endswith("/velox"))
+    store.add_items([replace(velox, authors=("Jane Doe",))])
+    vector = raw(store, "SELECT search::text FROM items WHERE id = ?", velox.id)[0][0]
+    assert "'velox':1A" in vector  # the title, weight A
+    assert "'geometri':" in vector and "B" in vector  # the summary, stemmed, weight B
+    assert "'doe':" in vector and "C" in vector.split("'doe':")[1].split(" ")[0]  # authors, weight C
 
 
 def test_migrate_is_idempotent(store):
@@ -58,29 +86,24 @@ def test_migrate_is_idempotent(store):
 
 
 def test_feed_state_has_the_issue_columns(store):
-    columns = {r[1] for r in raw(store, "PRAGMA table_info(feed_state)")}
+    store.record_failure(URL, "boom")
+    with store.connect() as db:
+        columns = set(db.rows("SELECT * FROM feed_state")[0])
     assert {"etag", "last_modified", "last_poll", "last_success", "error_streak", "last_error"} <= columns
 
 
-def fts_ids(store: Store, match: str) -> set[str]:
-    return {
-        r[0]
-        for r in raw(
-            store,
-            "SELECT items.id FROM items_fts JOIN items ON items.pk = items_fts.rowid WHERE items_fts MATCH ?",
-            match,
-        )
-    }
+def found(store: Store, word: str) -> set[str]:
+    return {h.item.id for h in store.search([word], prefix_last=False, limit=50, filters=SearchFilters())}
 
 
-def test_triggers_keep_the_fts_index_current_on_insert_and_edit(store):
+def test_the_search_index_stays_current_on_insert_and_edit(store):
     store.add_items(RSS)
     velox = next(i for i in RSS if i.link.endswith("/velox"))
-    assert velox.id in fts_ids(store, '"velox"')
+    assert velox.id in found(store, "velox")
     store.add_items([replace(velox, title="Quokka: a renamed paper", summary="about marsupials")])
-    assert velox.id in fts_ids(store, '"quokka"')
-    assert velox.id in fts_ids(store, '"marsupial"')  # porter: marsupials -> marsupial
-    assert velox.id not in fts_ids(store, '"velox"')
+    assert velox.id in found(store, "quokka")
+    assert velox.id in found(store, "marsupial")  # stemming: marsupials -> marsupial
+    assert velox.id not in found(store, "velox")
 
 
 # --- the first run and identity -------------------------------------------------------------------------
@@ -217,25 +240,39 @@ def test_a_304_only_touches_the_poll_timestamps(store):
 # --- read-only preview (poll --dry-run) -----------------------------------------------------------------
 
 
-def test_preview_of_a_missing_database_creates_nothing(tmp_path):
-    store = Store(tmp_path / "absent.db")
-    new, baseline = store.preview(RSS)
+def test_preview_of_a_missing_database_creates_nothing(database_url):
+    absent = open_store(database_url)  # never migrated: no file, or a schema without tables
+    new, baseline = absent.preview(RSS)
     assert len(new) == 10 and baseline
-    assert store.feed_state(URL, readonly=True).etag is None
+    assert absent.feed_state(URL, readonly=True).etag is None
+    assert absent.preview_index(RSS) == (10, 0)
+    assert not absent.exists()
+
+
+def test_sqlite_preview_of_a_missing_file_leaves_the_directory_empty(tmp_path):
+    store = SQLiteStore(tmp_path / "absent.db")
+    assert store.preview(RSS)[1]
     assert list(tmp_path.iterdir()) == []
 
 
 def test_preview_reads_without_writing(store):
     store.ingest(URL, RSS, Validators())
-    before = store.path.read_bytes()
+    tables = ("items", "aliases", "feed_state", "meta", "deliveries")
+    before = {t: raw(store, f"SELECT * FROM {t} ORDER BY 1") for t in tables}
     new, baseline = store.preview(ARCHIVE)
     assert len(new) == 6 and not baseline
-    assert store.path.read_bytes() == before
-    assert store.count_items() == 10
+    assert {t: raw(store, f"SELECT * FROM {t} ORDER BY 1") for t in tables} == before
 
 
-def test_units_of_work_see_each_other_and_close_releases_the_idle_connection(store, tmp_path):
-    other = Store(store.path)
+def test_sqlite_preview_leaves_the_file_unchanged(sqlite_store):
+    sqlite_store.ingest(URL, RSS, Validators())
+    before = sqlite_store.path.read_bytes()
+    assert len(sqlite_store.preview(ARCHIVE)[0]) == 6
+    assert sqlite_store.path.read_bytes() == before
+
+
+def test_units_of_work_see_each_other_and_close_releases_the_idle_connection(store, database_url):
+    other = open_store(database_url)
     store.ingest(URL, RSS, Validators('"v1"'))
     assert other.count_items() == 10
     store.close()
@@ -243,3 +280,89 @@ def test_units_of_work_see_each_other_and_close_releases_the_idle_connection(sto
     assert store.count_items() == 10
     store.add_items(ARCHIVE)
     assert other.count_items() == 16
+    other.close()
+
+
+# --- sessions, writers and the poll lock ----------------------------------------------------------------
+
+
+def test_a_session_shares_one_connection_between_threads(store):
+    store.subscribe("T1", "C1", "U1")
+    store.ingest(URL, RSS, Validators())
+    store.ingest(URL, ARCHIVE, Validators())
+    rows = store.open_deliveries()
+    with store.session() as run:
+        opened = []
+        with run.connect() as db:
+            opened.append(db)
+        threads = [threading.Thread(target=run.mark_sent, args=(r.id, f"{n}.0")) for n, r in enumerate(rows)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        with run.connect() as db:
+            assert db is opened[0]
+        with store.connect() as db:  # the store itself is not pinned
+            assert db is not opened[0]
+    assert {d.state for d in store.deliveries()} == {"sent"}
+
+
+def test_concurrent_ingests_queue_each_delivery_exactly_once(store, database_url):
+    store.subscribe("T1", "C1", "U1")
+    store.ingest(URL, RSS, Validators())
+    stores = [open_store(database_url) for _ in range(4)]
+    barrier = threading.Barrier(len(stores))
+    results = []
+
+    def poll(s: Store) -> None:
+        barrier.wait()
+        results.append(s.ingest(URL, ARCHIVE, Validators()))
+
+    threads = [threading.Thread(target=poll, args=(s,)) for s in stores]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(len(r.new) for r in results) == [0, 0, 0, 6]  # writers take turns: one of them saw it new
+    assert sum(r.queued for r in results) == 6
+    known = {r.id for r in RSS}
+    queued = sorted(d.item_id for d in store.open_deliveries())
+    assert queued == sorted(i.id for i in ARCHIVE if i.id not in known)
+    for s in stores:
+        s.close()
+
+
+def test_the_poll_lock_admits_one_holder_at_a_time(store, database_url):
+    other = open_store(database_url)
+    with store.poll_lock():
+        started = time.monotonic()
+        with pytest.raises(LockTimeout), other.poll_lock(timeout=0.3):
+            pass
+        assert time.monotonic() - started >= 0.25
+    with other.poll_lock(timeout=0), pytest.raises(LockTimeout), store.poll_lock(timeout=0):
+        pass
+    with store.poll_lock(timeout=0):
+        pass
+
+
+HOLD_LOCK = """
+import sys, time
+from bot.store import open_store
+with open_store(sys.argv[1]).poll_lock(timeout=5):
+    print("held", flush=True)
+    time.sleep(60)
+"""
+
+
+def test_a_dead_holder_releases_the_poll_lock(store, database_url, tmp_path):
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, database_url], stdout=subprocess.PIPE,
+                              text=True, cwd=Path(__file__).resolve().parent.parent)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        with pytest.raises(LockTimeout), store.poll_lock(timeout=0):
+            pass
+    finally:
+        holder.kill()  # SIGKILL: no clean-up runs; the server (or the OS) releases the lock
+        holder.wait(10)
+    with store.poll_lock(timeout=5):
+        pass

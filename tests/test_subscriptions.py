@@ -18,13 +18,6 @@ ARCHIVE = parse((DATA / "apple_ml_archive.xml").read_bytes())
 NEW = [i for i in ARCHIVE if i.id not in {r.id for r in RSS}]
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> Store:
-    s = Store(tmp_path / "bot.db")
-    s.migrate()
-    return s
-
-
 def test_subscribe_records_who_when_and_keywords(store: Store) -> None:
     sub, created = store.subscribe("T1", "C1", "U1", ["flow", "diffusion"])
     assert created

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from bot import views
 from bot.highlight import highlighted_snippet, inert, matching_words, word_matcher
-from bot.store import Store, utcnow
+from bot.store import SQLiteStore, utcnow
 from tests.fakes.archive import filled_store, make_item
 
 
@@ -47,7 +47,7 @@ def test_home_view_has_latest_items_subscriptions_health_and_usage(tmp_path: Pat
 
 
 def test_home_view_on_an_empty_store_and_hostile_titles(tmp_path: Path) -> None:
-    store = Store(tmp_path / "empty.db")
+    store = SQLiteStore(tmp_path / "empty.db")
     store.migrate()
     body = texts(views.home_view(store, "T1"))
     assert "Nothing archived yet" in body and "No channel here is subscribed yet" in body

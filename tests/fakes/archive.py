@@ -7,7 +7,7 @@ from pathlib import Path
 
 from bot import feed
 from bot.feed import Item
-from bot.store import Store
+from bot.store import SQLiteStore, Store
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 RSS = DATA / "apple_ml_rss.xml"
@@ -20,7 +20,7 @@ def fixture_items(path: Path = ARCHIVE) -> list[Item]:
 
 def filled_store(directory: Path, path: Path = ARCHIVE, name: str = "bot.db") -> Store:
     """A migrated store holding every item of the feed at `path` (ingested as the baseline poll)."""
-    store = Store(directory / name)
+    store = SQLiteStore(directory / name)
     store.migrate()
     store.ingest(str(path), fixture_items(path), feed.Validators(etag='"fixture"'))
     return store

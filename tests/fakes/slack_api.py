@@ -43,6 +43,7 @@ class Call:
     status: int = 0
     answer: dict[str, Any] | None = None
     done_at: float | None = None  # time.monotonic() when the answer was ready to send
+    headers: dict[str, str] = field(default_factory=dict)  # the request's HTTP headers (Basic auth, ...)
 
     @property
     def channel(self) -> str | None:
@@ -236,7 +237,7 @@ class FakeSlack:
         parts = urlsplit(request.path)
         method = parts.path.rstrip("/").rsplit("/", 1)[-1]
         params, token = _read_params(request, parts.query)
-        call = Call(method, params, token, time.monotonic())
+        call = Call(method, params, token, time.monotonic(), headers=dict(request.headers.items()))
         with self._cond:
             self.calls.append(call)
             fault = next((f for f in self.faults if f.matches(call)), None)

@@ -1,0 +1,140 @@
+"""The cost of either store backend, side by side (issue 5).
+
+    .venv/bin/python benchmarks/bench_store.py [--quick] [--sizes 10000,100000]
+
+For SQLite (a temp file) and PostgreSQL (a fresh schema in the database BENCH_DATABASE_URL or
+TEST_DATABASE_URL names, dropped afterwards): ingest of N synthetic items with Store.add_items (in batches of
+5,000), then search (limit 10) p50/p99 over bench_ingest's mix of queries, at 10,000 and 100,000 items.
+Without a PostgreSQL URL only SQLite is measured, and the output says so. No asserts: it reports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.bench_ingest import QUERIES, pct, synthetic, timings  # noqa: E402
+from bot import search  # noqa: E402
+from bot.feed import Item  # noqa: E402
+from bot.store import SQLiteStore, Store, open_store  # noqa: E402
+
+BATCH = 5_000
+
+
+@contextmanager
+def sqlite_store(size: int) -> Iterator[Store]:
+    with tempfile.TemporaryDirectory(prefix="mlbot-bench-") as tmp:
+        store = SQLiteStore(Path(tmp) / f"bench-{size}.db")
+        store.migrate()
+        yield store
+        store.close()
+
+
+def postgres_store(url: str) -> Callable[[int], Any]:
+    @contextmanager
+    def make(size: int) -> Iterator[Store]:
+        import psycopg
+
+        schema = f"bench_{uuid.uuid4().hex[:10]}"
+        with psycopg.connect(url, autocommit=True) as admin:
+            admin.execute(f'CREATE SCHEMA "{schema}"')
+        separator = "&" if "?" in url else "?"
+        store = open_store(f"{url}{separator}options=-csearch_path%3D{schema}")
+        try:
+            store.migrate()
+            yield store
+        finally:
+            store.close()
+            with psycopg.connect(url, autocommit=True) as admin:
+                admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+    return make
+
+
+def ingest(store: Store, size: int) -> float:
+    start = time.perf_counter()
+    batch: list[Item] = []
+    for item in synthetic(size):
+        batch.append(item)
+        if len(batch) == BATCH:
+            store.add_items(batch)
+            batch = []
+    if batch:
+        store.add_items(batch)
+    return time.perf_counter() - start
+
+
+def measure(make: Callable[[int], Any], size: int, runs: int) -> dict[str, float | str]:
+    with make(size) as store:
+        seconds = ingest(store, size)
+        assert store.count_items() == size
+        every: list[float] = []
+        slowest, slowest_p99 = "", 0.0
+        for query in QUERIES:
+            values = timings(lambda q=query: search.search(store, q, limit=10), runs, warmup=2)  # type: ignore[misc]
+            every.extend(values)
+            if pct(values, 99) > slowest_p99:
+                slowest, slowest_p99 = query, pct(values, 99)
+    return {
+        "ingest_s": seconds,
+        "rate": size / seconds,
+        "p50": pct(every, 50),
+        "p99": pct(every, 99),
+        "slowest": slowest,
+        "slowest_p99": slowest_p99,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="fewer search runs; 10,000 items only")
+    parser.add_argument("--sizes", help="comma-separated item counts (default 10000,100000)")
+    args = parser.parse_args()
+    sizes = (
+        [int(s) for s in args.sizes.split(",")]
+        if args.sizes
+        else [10_000]
+        if args.quick
+        else [10_000, 100_000]
+    )
+    runs = 10 if args.quick else 40
+    url = os.environ.get("BENCH_DATABASE_URL") or os.environ.get("TEST_DATABASE_URL")
+    backends: list[tuple[str, Callable[[int], Any]]] = [("sqlite", sqlite_store)]
+    if url:
+        backends.append(("postgres", postgres_store(url)))
+    print(
+        f"mlresearch-bot store benchmark (python {sys.version.split()[0]}; search: {len(QUERIES)} queries "
+        f"x {runs} runs, limit 10)"
+    )
+    if not url:
+        print("  PostgreSQL not measured: set BENCH_DATABASE_URL or TEST_DATABASE_URL")
+    header = (
+        f"  {'backend':<9} {'items':>8} {'ingest':>9} {'items/s':>9} {'search p50':>11} "
+        f"{'search p99':>11}  slowest query (p99)"
+    )
+    print(header)
+    for size in sizes:
+        for name, make in backends:
+            r = measure(make, size, runs)
+            print(
+                f"  {name:<9} {size:>8,} {r['ingest_s']:>8.1f}s {r['rate']:>9,.0f} {r['p50']:>8.2f} ms "
+                f"{r['p99']:>8.2f} ms  {r['slowest']!r} ({r['slowest_p99']:.1f} ms)",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,354 @@
+"""Multi-workspace install: Bolt's OAuth flow over our store.
+
+With SLACK_CLIENT_ID and SLACK_CLIENT_SECRET set, `serve` answers `GET /slack/install` (a page with the
+"Add to Slack" link; its `state` is issued here and bound to the browser by a cookie) and
+`GET /slack/oauth_redirect` (Slack sends the installer back with a code: the state is consumed once, the code
+exchanged through `oauth.v2.access`, the installation saved). Every Web API call, the code exchange and token
+refreshes included, goes to SLACK_API_URL.
+
+- `StoreInstallations`: slack_sdk's `InstallationStore` over `Store.save_installation`/`find_installation`/
+  `delete_installation`. One installation per workspace (keyed by team id; an org-wide install by enterprise
+  id), kept as the JSON of `Installation.to_dict()` with its times as numbers. Saving an installation (a new
+  install, a reinstall, a rotated token) re-enables a workspace that delivery had disabled.
+- Token rotation: when an installation has a refresh token, `find_installation` refreshes a bot token that
+  expires within `ROTATE_MINUTES` (oauth.v2.access, grant_type=refresh_token) and saves the result, under a
+  per-workspace lock, so Bolt's request path and the poller's deliveries share one refresh (a refresh token is
+  good for one use).
+- `StoreStates`: `OAuthStateStore` over `Store.issue_oauth_state`/`consume_oauth_state` (valid once, for
+  `STATE_SECONDS`).
+- `WorkspaceClients`: `client_for(team_id)` of the deliverer: each workspace posts with its own bot token; a
+  workspace with no installation gets no client (its rows fail, `not_installed`), never another workspace's.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import secrets
+import threading
+from datetime import datetime, timedelta
+from logging import Logger
+from time import time
+from typing import TYPE_CHECKING, Any
+
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackTokenRotationError
+from slack_sdk.oauth.installation_store import Bot, Installation, InstallationStore
+from slack_sdk.oauth.state_store import OAuthStateStore
+from slack_sdk.oauth.token_rotation import TokenRotator
+
+from bot.config import Settings
+from bot.slackweb import TRANSPORT_ERRORS, make_client
+from bot.store import StoreError, utcnow
+
+if TYPE_CHECKING:
+    from slack_bolt.authorization.authorize import InstallationStoreAuthorize
+    from slack_bolt.oauth.callback_options import FailureArgs, SuccessArgs
+    from slack_bolt.oauth.oauth_settings import OAuthSettings
+    from slack_bolt.response import BoltResponse
+
+    from bot.store import Store
+
+log = logging.getLogger("bot.oauth")
+
+INSTALL_PATH = "/slack/install"
+REDIRECT_PATH = "/slack/oauth_redirect"
+STATE_SECONDS = 600
+ROTATE_MINUTES = 120  # refresh a bot token this long before it expires (Slack's tokens live 12 hours)
+
+_INSTALLATION_FIELDS = frozenset(inspect.signature(Installation.__init__).parameters) - {"self"}
+_TIME_FIELDS = {"bot_token_expires_at": int, "user_token_expires_at": int, "installed_at": float}
+_locks: dict[str, threading.Lock] = {}
+_locks_guard = threading.Lock()
+
+
+def api_client(settings: Settings) -> WebClient:
+    """A tokenless Web API client on SLACK_API_URL, for oauth.v2.access (install and token refresh)."""
+    template = make_client("", settings.slack_api_url)  # the same retries as every other client
+    return WebClient(token=None, base_url=settings.slack_api_url, timeout=template.timeout,
+                     retry_handlers=template.retry_handlers)
+
+
+# --- installations ---------------------------------------------------------------------------------------
+
+
+def installation_key(team_id: str | None, enterprise_id: str | None,
+                     is_enterprise_install: bool | None = False) -> tuple[str | None, str | None]:
+    """(team_id, enterprise_id) as the store keys them: a workspace by its team id alone (team ids are unique,
+    also inside an Enterprise Grid, and deliveries know only the team), an org-wide install by its enterprise
+    id."""
+    if is_enterprise_install or not team_id:
+        return None, enterprise_id
+    return team_id, None
+
+
+def to_record(installation: Installation) -> dict[str, Any]:
+    """The JSON-able dict the store keeps: `Installation.to_dict()` with its times as Unix timestamps."""
+    record = installation.to_dict()
+    for name in _TIME_FIELDS:
+        value = record.get(name)
+        if isinstance(value, datetime):
+            record[name] = value.timestamp()
+    return record
+
+
+def from_record(record: dict[str, Any]) -> Installation:
+    """The `Installation` a stored dict holds (unknown keys become custom values)."""
+    known = {k: v for k, v in record.items() if k in _INSTALLATION_FIELDS and k != "custom_values"}
+    custom = {k: v for k, v in record.items() if k not in _INSTALLATION_FIELDS}
+    custom.update(record.get("custom_values") or {})
+    for name, kind in _TIME_FIELDS.items():
+        if known.get(name) is not None:
+            known[name] = kind(known[name])
+    for name in ("bot_scopes", "user_scopes"):
+        if known.get(name) is None:
+            known[name] = ""
+    known.setdefault("user_id", "")
+    return Installation(**known, custom_values=custom)
+
+
+def _lock(key: tuple[str | None, str | None]) -> threading.Lock:
+    with _locks_guard:
+        return _locks.setdefault(f"{key[1] or '-'}:{key[0] or '-'}", threading.Lock())
+
+
+def _expiring(installation: Installation, minutes: int) -> bool:
+    expires = installation.bot_token_expires_at
+    return bool(installation.bot_refresh_token) and expires is not None and expires <= time() + minutes * 60
+
+
+class StoreInstallations(InstallationStore):
+    """slack_sdk's InstallationStore over our store; refreshes expiring bot tokens when `rotator` is set."""
+
+    def __init__(self, store: Store, *, rotator: TokenRotator | None = None,
+                 rotate_minutes: int = ROTATE_MINUTES) -> None:
+        self.store = store
+        self.rotator = rotator
+        self.rotate_minutes = rotate_minutes
+
+    @property
+    def logger(self) -> Logger:
+        return log
+
+    # saving -------------------------------------------------------------------------------------------
+
+    def save(self, installation: Installation) -> None:
+        from slack_bolt.error import BoltError
+
+        team_id, enterprise_id = installation_key(installation.team_id, installation.enterprise_id,
+                                                  installation.is_enterprise_install)
+        try:
+            self.store.save_installation(team_id, enterprise_id, to_record(installation))
+            if team_id:  # a fresh token: delivery to this workspace may resume
+                self.store.enable_workspace(team_id)
+        except StoreError as exc:  # Bolt shows its "storage_error" page for a BoltError
+            log.error("event=installation_save_failed team=%s error=%s", team_id or enterprise_id,
+                      " ".join(str(exc).split())[:200])
+            raise BoltError(f"could not save the installation: {exc}") from exc
+
+    def save_bot(self, bot: Bot) -> None:
+        current = self._load(installation_key(bot.team_id, bot.enterprise_id, bot.is_enterprise_install))
+        record: dict[str, Any] = to_record(current) if current is not None else {"user_id": ""}
+        record.update({
+            "app_id": bot.app_id, "enterprise_id": bot.enterprise_id, "enterprise_name": bot.enterprise_name,
+            "team_id": bot.team_id, "team_name": bot.team_name, "bot_token": bot.bot_token,
+            "bot_id": bot.bot_id, "bot_user_id": bot.bot_user_id,
+            "bot_scopes": ",".join(bot.bot_scopes or []),
+            "bot_refresh_token": bot.bot_refresh_token, "bot_token_expires_at": bot.bot_token_expires_at,
+            "is_enterprise_install": bot.is_enterprise_install,
+        })
+        self.save(from_record(record))
+
+    # finding ------------------------------------------------------------------------------------------
+
+    def find_installation(self, *, enterprise_id: str | None, team_id: str | None, user_id: str | None = None,
+                          is_enterprise_install: bool | None = False) -> Installation | None:
+        key = installation_key(team_id, enterprise_id, is_enterprise_install)
+        installation = self._load(key)
+        if installation is None or (user_id is not None and installation.user_id != user_id):
+            return None  # one installation per workspace: the bot's (we ask for no user scopes)
+        if self.rotator is not None and _expiring(installation, self.rotate_minutes):
+            installation = self._rotate(key)
+        return installation
+
+    def find_bot(self, *, enterprise_id: str | None, team_id: str | None,
+                 is_enterprise_install: bool | None = False) -> Bot | None:
+        installation = self.find_installation(enterprise_id=enterprise_id, team_id=team_id,
+                                              is_enterprise_install=is_enterprise_install)
+        if installation is None or not installation.bot_token:
+            return None
+        return installation.to_bot()
+
+    def _load(self, key: tuple[str | None, str | None]) -> Installation | None:
+        record = self.store.find_installation(*key)
+        return from_record(record) if record is not None else None
+
+    def _rotate(self, key: tuple[str | None, str | None]) -> Installation | None:
+        """Refresh the bot token of the installation at `key` if it is still expiring once we hold the lock
+        (another thread may have refreshed it meanwhile). Raises SlackTokenRotationError when Slack refuses;
+        a broken connection keeps the current token (it may still be valid) and is logged."""
+        assert self.rotator is not None
+        with _lock(key):
+            installation = self._load(key)
+            if installation is None or not _expiring(installation, self.rotate_minutes):
+                return installation
+            where = key[0] or key[1]
+            try:
+                rotated = self.rotator.perform_token_rotation(installation=installation,
+                                                              minutes_before_expiration=self.rotate_minutes)
+            except SlackTokenRotationError as exc:
+                error = exc.api_error.response.get("error") if exc.api_error is not None else None
+                log.error("event=token_rotation_failed team=%s error=%s", where, error or "unknown_error")
+                raise
+            except TRANSPORT_ERRORS as exc:
+                log.warning("event=token_rotation_failed team=%s error=%s detail=\"kept the current token\"",
+                            where, type(exc).__name__)
+                return installation
+            if rotated is None:
+                return installation
+            self.save(rotated)
+            log.info("event=token_rotated team=%s expires_in=%d", where,
+                     int((rotated.bot_token_expires_at or time()) - time()))
+            return rotated
+
+    # deleting -----------------------------------------------------------------------------------------
+
+    def delete_bot(self, *, enterprise_id: str | None, team_id: str | None) -> None:
+        self.store.delete_installation(*installation_key(team_id, enterprise_id))
+
+    def delete_installation(self, *, enterprise_id: str | None, team_id: str | None,
+                            user_id: str | None = None) -> None:
+        key = installation_key(team_id, enterprise_id)
+        if user_id is None:
+            self.store.delete_installation(*key)
+            return
+        installation = self._load(key)  # only that user's token goes; the bot stays
+        if installation is not None and installation.user_id == user_id and installation.user_token:
+            installation.user_token = installation.user_refresh_token = None
+            installation.user_token_expires_at = None
+            installation.user_scopes = []
+            self.save(installation)
+
+
+# --- OAuth state -----------------------------------------------------------------------------------------
+
+
+class StoreStates(OAuthStateStore):
+    """OAuth `state` values in our store: each valid once, for `expiration_seconds`."""
+
+    def __init__(self, store: Store, expiration_seconds: int = STATE_SECONDS) -> None:
+        self.store = store
+        self.expiration_seconds = expiration_seconds
+
+    @property
+    def logger(self) -> Logger:
+        return log
+
+    def issue(self, *args: Any, **kwargs: Any) -> str:
+        state = secrets.token_urlsafe(24)
+        self.store.issue_oauth_state(state, utcnow() + timedelta(seconds=self.expiration_seconds))
+        return state
+
+    def consume(self, state: str) -> bool:
+        try:
+            return bool(state) and self.store.consume_oauth_state(state)
+        except StoreError as exc:
+            log.error("event=oauth_state_failed error=%s", " ".join(str(exc).split())[:200])
+            return False
+
+
+# --- Bolt wiring -----------------------------------------------------------------------------------------
+
+
+def rotator(settings: Settings, client: WebClient) -> TokenRotator:
+    assert settings.slack_client_id and settings.slack_client_secret
+    return TokenRotator(client_id=settings.slack_client_id, client_secret=settings.slack_client_secret,
+                        client=client)
+
+
+def oauth_settings(settings: Settings, store: Store, client: WebClient) -> OAuthSettings:
+    """Bolt's OAuth settings: our installation and state stores, the configured scopes, and a token rotator
+    and authorizer whose calls go through `client` (SLACK_API_URL)."""
+    from slack_bolt.oauth.callback_options import CallbackOptions
+    from slack_bolt.oauth.oauth_settings import OAuthSettings
+
+    installations = StoreInstallations(store, rotator=rotator(settings, client))
+    bolt_logger = logging.getLogger("slack_bolt.oauth")
+    oauth = OAuthSettings(
+        client_id=settings.slack_client_id,
+        client_secret=settings.slack_client_secret,
+        scopes=list(settings.slack_scopes),
+        user_scopes=[],
+        install_path=INSTALL_PATH,
+        redirect_uri_path=REDIRECT_PATH,
+        installation_store=installations,
+        installation_store_bot_only=False,
+        token_rotation_expiration_minutes=ROTATE_MINUTES,
+        state_store=StoreStates(store),
+        state_expiration_seconds=STATE_SECONDS,
+        callback_options=CallbackOptions(success=_installed, failure=_install_failed),
+        logger=bolt_logger,
+    )
+    # OAuthSettings' own authorizer would refresh tokens through slack.com; ours goes through `client`.
+    oauth.authorize = authorizer(oauth, installations, client)
+    return oauth
+
+
+def authorizer(oauth: OAuthSettings, installations: StoreInstallations,
+               client: WebClient) -> InstallationStoreAuthorize:
+    from slack_bolt.authorization.authorize import InstallationStoreAuthorize
+
+    return InstallationStoreAuthorize(
+        logger=logging.getLogger("slack_bolt.authorize"),
+        installation_store=installations,
+        client_id=oauth.client_id,
+        client_secret=oauth.client_secret,
+        token_rotation_expiration_minutes=ROTATE_MINUTES,
+        # auth.test once per token, not once per request (a rotated or new token is a new key; a removed
+        # installation has no token to look up)
+        cache_enabled=True,
+        client=client,
+    )
+
+
+def _installed(args: SuccessArgs) -> BoltResponse:
+    installation = args.installation
+    log.info("event=installed team=%s enterprise=%s scopes=%s rotation=%s",
+             installation.team_id or "-", installation.enterprise_id or "-",
+             ",".join(installation.bot_scopes or []) or "-",
+             "on" if installation.bot_refresh_token else "off")
+    return args.default.success(args)
+
+
+def _install_failed(args: FailureArgs) -> BoltResponse:
+    log.warning("event=install_failed reason=%s status=%d", args.reason, args.suggested_status_code)
+    return args.default.failure(args)
+
+
+# --- delivery ------------------------------------------------------------------------------------------
+
+
+class WorkspaceClients:
+    """`client_for(team_id)` for the deliverer in OAuth mode: a client with that workspace's bot token,
+    refreshed first when it is about to expire. Raises `bot.deliver.WorkspaceUnavailable` when the workspace
+    has no installation (its deliveries fail with the reason; another workspace's token is never used), or
+    when Slack refuses to refresh its token (the workspace is disabled until it is reinstalled)."""
+
+    def __init__(self, store: Store, settings: Settings, *, client: WebClient | None = None) -> None:
+        api = client or api_client(settings)
+        self.installations = StoreInstallations(store, rotator=rotator(settings, api))
+        self.api_url = settings.slack_api_url
+
+    def __call__(self, team_id: str) -> WebClient:
+        from bot.deliver import WorkspaceUnavailable
+
+        try:
+            installation = self.installations.find_installation(enterprise_id=None, team_id=team_id)
+        except SlackTokenRotationError as exc:
+            error = exc.api_error.response.get("error") if exc.api_error is not None else None
+            reason = f"token_rotation_failed: {error or 'unknown_error'}"
+            raise WorkspaceUnavailable(reason, disable=True) from None
+        if installation is None or not installation.bot_token:
+            raise WorkspaceUnavailable(f"not_installed: no installation for this workspace (install the app "
+                                       f"at {INSTALL_PATH})")
+        return make_client(installation.bot_token, self.api_url)

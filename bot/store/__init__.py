@@ -1,0 +1,64 @@
+"""The archive and the bot's state: one interface (`Store`), two backends.
+
+    open_store("sqlite:///mlresearch.db")          -> SQLiteStore (the embedded default)
+    open_store("postgres://user:pw@host:5432/db")  -> PostgresStore (Heroku; several processes)
+
+Modules: `models` (records, errors, time helpers), `base` (the interface and every backend-independent rule:
+ingest and identity, subscriptions, the ledger, installations), `merge` (batched merging of items),
+`sqlite` and `postgres` (connections, migrations, full-text search, the poll lock).
+"""
+
+from __future__ import annotations
+
+from bot.store.base import MIGRATIONS, Conn, Store
+from bot.store.models import (
+    Delivery,
+    FeedState,
+    Ingested,
+    LockTimeout,
+    SearchFilters,
+    SearchHit,
+    StoreError,
+    Subscription,
+    authors_text,
+    from_iso,
+    iso,
+    utcnow,
+)
+from bot.store.sqlite import SQLiteStore
+
+__all__ = [
+    "MIGRATIONS",
+    "Conn",
+    "Delivery",
+    "FeedState",
+    "Ingested",
+    "LockTimeout",
+    "SQLiteStore",
+    "SearchFilters",
+    "SearchHit",
+    "Store",
+    "StoreError",
+    "Subscription",
+    "authors_text",
+    "from_iso",
+    "is_postgres_url",
+    "iso",
+    "open_store",
+    "utcnow",
+]
+
+
+def is_postgres_url(url: str) -> bool:
+    return url.startswith(("postgres://", "postgresql://"))
+
+
+def open_store(database_url: str) -> Store:
+    """The store a DATABASE_URL names (not migrated: call `migrate()` before writing)."""
+    if is_postgres_url(database_url):
+        from bot.store.postgres import PostgresStore  # psycopg is imported only when it is used
+
+        return PostgresStore(database_url)
+    from bot.config import sqlite_path
+
+    return SQLiteStore(sqlite_path(database_url))
