@@ -239,3 +239,42 @@ def test_sqlite_large_archive_pruning_keeps_the_exact_ranking(tmp_path, monkeypa
     assert [h.item.published for h in only_common] == sorted(
         (h.item.published for h in only_common), reverse=True
     )
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "captioning vision",  # rare + a word in ~20% of the items: candidates of the rare word suffice
+        "vision speech",  # two mid-frequency words: the rarer is scored first, the other bounded
+        "captioning speech vision transformer",  # a rare word in 3 items: fewer than the limit, so it widens
+        "speech vision transformer diffusion",
+    ],
+)
+def test_sqlite_candidate_pruning_gives_the_exact_ranking(tmp_path, monkeypatch, query):
+    """Large-archive search scores only the rows of the rarest phrases (with their full scores) while a
+    bound proves the rest cannot enter the results: results and scores equal the plain bm25 query."""
+    import random
+
+    import bot.store.sqlite as store_module
+
+    rng = random.Random(5)
+    filler = [f"w{i}" for i in range(200)]
+    items = []
+    for i in range(400):
+        words = rng.choices(filler, k=rng.randint(20, 60))
+        for word, share in (("vision", 0.2), ("speech", 0.1), ("transformer", 0.3), ("diffusion", 0.05)):
+            if rng.random() < share:
+                words.insert(rng.randrange(len(words) + 1), word)
+        title = " ".join(rng.choices(filler, k=5) + (["vision"] * rng.randint(0, 2) if i % 7 == 0 else []))
+        items.append(make(f"item-{i}", title, " ".join(words), day=1 + i % 28))
+    items += [make(f"rare-{i}", f"note {i}", "a captioning remark " + "w1 " * 40, day=5) for i in range(3)]
+    store = SQLiteStore(tmp_path / "pruning.db")
+    store.migrate()
+    store.add_items(items)
+
+    monkeypatch.setattr(store_module, "PRUNE_MIN_ROWS", 10**9)
+    exact = [(h.item.id, h.score) for h in search(store, query, limit=10)]
+    monkeypatch.setattr(store_module, "PRUNE_MIN_ROWS", 1)
+    pruned = [(h.item.id, h.score) for h in search(store, query, limit=10)]
+    assert len(exact) == 10
+    assert pruned == exact

@@ -7,6 +7,7 @@ kept current by triggers. The embedded default: no server, one host.
 from __future__ import annotations
 
 import fcntl
+import math
 import os
 import re
 import sqlite3
@@ -31,6 +32,8 @@ BM25_WEIGHTS = "5.0, 1.0, 0.5"
 FTS_PREFIXES = "3 4 5 6"
 # From this many stored items on, search leaves near-zero-IDF phrases out of scoring (_ranked_search).
 PRUNE_MIN_ROWS = 2_000
+# Phrases found in at most this share of the rows are scored first (_ranked_search).
+RARE_FRACTION = 0.03
 
 
 # --- migrations ----------------------------------------------------------------------------------------
@@ -365,58 +368,122 @@ def _fts_row_count(db: Conn) -> int:
 
 
 def _ranked_search(db: Conn, phrases: Sequence[str], limit: int, filters: SearchFilters) -> list[SearchHit]:
-    """BM25 over the phrases, fast on a large archive.
+    """BM25 over the phrases, exact, and fast on a large archive.
 
-    FTS5's bm25 clamps the IDF of a phrase found in at least half the rows to 1e-6, so such a phrase adds
-    at most ~2e-6 to any score: it cannot change the ranking of items that match a rarer phrase. On a large
-    archive those near-zero phrases are left out of the scoring query (which then touches only the rows of
-    the rarer phrases), and items matching only them fill any remaining places with score 0, newest first
-    (their true scores are equal to within 1e-5). A small archive is scored exactly."""
+    FTS5's bm25 costs a few microseconds per matching row, so a query with a common word would score tens of
+    thousands of rows. On a large archive it is pruned in two ways that keep the ranking exact:
+    - a phrase found in at least half the rows has its IDF clamped to 1e-6 (it adds at most ~2e-6 to a
+      score), so it is left out of scoring; items matching only such phrases fill the remaining places with
+      score 0, newest first;
+    - of the other phrases, only the rows of the rarest (the "rare" set) are scored, each with its full score
+      (see `_scored_candidates`). One phrase adds at most IDF * (k1 + 1) to any score, so when the last of the
+      best `limit` candidates scores above the sum of that bound over the phrases left out, no row matching
+      only those can reach the results; otherwise the next rarest phrase joins the rare set and it is tried
+      again (at worst every phrase is scored, which is the plain query). A small archive is scored plainly."""
     total = _fts_row_count(db)
-    rare: list[str] = list(phrases)
-    common: list[str] = []
-    if total >= PRUNE_MIN_ROWS:
-        half = (total + 1) // 2
-        rare, common = [], []
-        for phrase in phrases:
-            hits = db.one(
-                "SELECT count(*) FROM (SELECT 1 FROM items_fts WHERE items_fts MATCH ? LIMIT ?)",
-                [phrase, half],
-            )[0]
-            (common if 2 * hits >= total else rare).append(phrase)
-    where, params = _filters(filters)
-    params["limit"] = limit
+    if total < PRUNE_MIN_ROWS:
+        return _scored(db, list(phrases), limit, filters)
+    hits = {phrase: _count_hits(db, phrase, (total + 1) // 2) for phrase in phrases}
+    common = [p for p in phrases if 2 * hits[p] >= total]
+    scored = sorted((p for p in phrases if 2 * hits[p] < total), key=lambda p: hits[p])
     results: list[SearchHit] = []
-    if rare:
-        params["q"] = " OR ".join(rare)
-        if where:
-            sql = (
-                f"SELECT {ITEM_COLUMNS}, bm25(items_fts, {BM25_WEIGHTS}) AS rank FROM items_fts "
-                f"JOIN items ON items.pk = items_fts.rowid WHERE items_fts MATCH :q{where} "
-                "ORDER BY rank, items.published DESC, items.pk DESC LIMIT :limit"
-            )
-        else:
-            # Rank inside FTS5 alone (rowid and score), then read only the best rows; the pool leaves room
-            # for ties on the score, which are ordered newest first.
-            params["pool"] = limit * 4 + 20
-            sql = (
-                f"SELECT {ITEM_COLUMNS}, ranked.rank FROM (SELECT rowid AS hit, "
-                f"bm25(items_fts, {BM25_WEIGHTS}) AS rank "
-                "FROM items_fts WHERE items_fts MATCH :q ORDER BY rank LIMIT :pool) AS ranked "
-                "JOIN items ON items.pk = ranked.hit "
-                "ORDER BY ranked.rank, items.published DESC, items.pk DESC LIMIT :limit"
-            )
-        results = [SearchHit(row_item(r), round(-float(r["rank"]), 6)) for r in _rows(db, sql, params)]
+    rare = max(1, sum(1 for p in scored if hits[p] <= total * RARE_FRACTION))
+    while rare <= len(scored):
+        others = scored[rare:]
+        if not others:
+            results = _scored(db, scored, limit, filters)
+            break
+        results = _scored_candidates(db, scored[:rare], others, limit, filters)
+        bound = sum(_max_contribution(hits[p], total) for p in others)
+        if len(results) == limit and results[-1].score > bound:
+            break
+        rare += 1
     if common and len(results) < limit:
-        seen = {hit.item.id for hit in results}
-        params["c"] = " OR ".join(common)
-        params["limit"] = limit - len(results) + len(seen)
-        sql = (
-            f"SELECT {ITEM_COLUMNS} FROM items WHERE EXISTS (SELECT 1 FROM items_fts "
-            f"WHERE items_fts MATCH :c AND items_fts.rowid = items.pk){where} "
-            "ORDER BY items.published DESC, items.pk DESC LIMIT :limit"
-        )
-        for r in _rows(db, sql, params):
-            if r["id"] not in seen and len(results) < limit:
-                results.append(SearchHit(row_item(r), 0.0))
+        results += _newest_matching(db, common, limit - len(results), {h.item.id for h in results}, filters)
     return results
+
+
+def _count_hits(db: Conn, phrase: str, cap: int) -> int:
+    """Rows matching `phrase`, counted up to `cap` (reading rowids only: no scoring)."""
+    sql = "SELECT count(*) FROM (SELECT 1 FROM items_fts WHERE items_fts MATCH ? LIMIT ?)"
+    return int(db.one(sql, [phrase, cap])[0])
+
+
+def _max_contribution(hits: int, total: int) -> float:
+    """The most one phrase found in `hits` of `total` rows can add to an FTS5 bm25 score: its IDF (as FTS5
+    computes it, floored at 1e-6) times k1 + 1 (k1 = 1.2), the limit of the term-frequency factor."""
+    return max(math.log((total - hits + 0.5) / (hits + 0.5)), 1e-6) * 2.2
+
+
+def _scored(db: Conn, phrases: Sequence[str], limit: int, filters: SearchFilters) -> list[SearchHit]:
+    """The plain query: every row matching any phrase, scored by bm25, best first, newest first on ties."""
+    where, params = _filters(filters)
+    params.update(q=" OR ".join(phrases), limit=limit)
+    if where:
+        sql = (
+            f"SELECT {ITEM_COLUMNS}, bm25(items_fts, {BM25_WEIGHTS}) AS rank FROM items_fts "
+            f"JOIN items ON items.pk = items_fts.rowid WHERE items_fts MATCH :q{where} "
+            "ORDER BY rank, items.published DESC, items.pk DESC LIMIT :limit"
+        )
+    else:
+        # Rank inside FTS5 alone (rowid and score), then read only the best rows; the pool leaves room for
+        # ties on the score, which are ordered newest first.
+        params["pool"] = limit * 4 + 20
+        sql = (
+            f"SELECT {ITEM_COLUMNS}, ranked.rank FROM (SELECT rowid AS hit, "
+            f"bm25(items_fts, {BM25_WEIGHTS}) AS rank "
+            "FROM items_fts WHERE items_fts MATCH :q ORDER BY rank LIMIT :pool) AS ranked "
+            "JOIN items ON items.pk = ranked.hit "
+            "ORDER BY ranked.rank, items.published DESC, items.pk DESC LIMIT :limit"
+        )
+    return [SearchHit(row_item(r), round(-float(r["rank"]), 6)) for r in _rows(db, sql, params)]
+
+
+def _scored_candidates(
+    db: Conn, rare: Sequence[str], others: Sequence[str], limit: int, filters: SearchFilters
+) -> list[SearchHit]:
+    """The rows matching a rare phrase, each with its full score over rare + others, best first.
+
+    bm25 scores every phrase of its expression: `R` scores the rows of R with s(R), and `(R) AND (O)` scores
+    the rows of both with s(R) + s(O), their full score; the others' full score is s(R). Both touch only rows
+    of R (the AND reaches the rows of O by seeking, not by reading them all)."""
+    only = " OR ".join(rare)
+    where, params = _filters(filters)
+    params.update(only=only, both=f"({only}) AND ({' OR '.join(others)})", limit=limit)
+    score = f"bm25(items_fts, {BM25_WEIGHTS})"
+    sql = (
+        f"WITH single AS MATERIALIZED (SELECT rowid AS hit, {score} AS rank FROM items_fts "
+        "WHERE items_fts MATCH :only), "
+        f"joint AS MATERIALIZED (SELECT rowid AS hit, {score} AS rank FROM items_fts "
+        "WHERE items_fts MATCH :both), "
+        "scores AS (SELECT single.hit, coalesce(joint.rank, single.rank) AS rank FROM single "
+        "LEFT JOIN joint ON joint.hit = single.hit) "
+    )
+    if where:
+        sql += (
+            f"SELECT {ITEM_COLUMNS}, scores.rank FROM scores JOIN items ON items.pk = scores.hit "
+            f"WHERE 1{where} ORDER BY scores.rank, items.published DESC, items.pk DESC LIMIT :limit"
+        )
+    else:  # as in _scored: the best rows first, then only those are read (with room for ties)
+        params["pool"] = limit * 4 + 20
+        sql += (
+            f"SELECT {ITEM_COLUMNS}, ranked.rank FROM (SELECT * FROM scores ORDER BY rank LIMIT :pool) "
+            "AS ranked JOIN items ON items.pk = ranked.hit "
+            "ORDER BY ranked.rank, items.published DESC, items.pk DESC LIMIT :limit"
+        )
+    return [SearchHit(row_item(r), round(-float(r["rank"]), 6)) for r in _rows(db, sql, params)]
+
+
+def _newest_matching(
+    db: Conn, phrases: Sequence[str], count: int, seen: set[str], filters: SearchFilters
+) -> list[SearchHit]:
+    """Up to `count` items matching any of `phrases` and not in `seen`, newest first, with score 0."""
+    where, params = _filters(filters)
+    params.update(c=" OR ".join(phrases), limit=count + len(seen))
+    sql = (
+        f"SELECT {ITEM_COLUMNS} FROM items WHERE EXISTS (SELECT 1 FROM items_fts "
+        f"WHERE items_fts MATCH :c AND items_fts.rowid = items.pk){where} "
+        "ORDER BY items.published DESC, items.pk DESC LIMIT :limit"
+    )
+    rows = [r for r in _rows(db, sql, params) if r["id"] not in seen]
+    return [SearchHit(row_item(r), 0.0) for r in rows[:count]]
