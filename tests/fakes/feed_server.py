@@ -19,10 +19,12 @@ import gzip as gzip_module
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
+
+from tests.fakes.loopback import Loopback
 
 
 @dataclass
@@ -57,26 +59,21 @@ class Request:
 Route = Reply | list[Reply] | Callable[[Request], Reply]
 
 
-class FeedServer:
+class FeedServer(Loopback):
     def __init__(self) -> None:
+        super().__init__(_handler_for(self), name="feed-server")
         self._routes: dict[str, Route] = {}
         self._counts: dict[str, int] = {}
         self._lock = threading.Lock()
         self.requests: list[Request] = []
         self.bytes_sent: dict[str, int] = {}
-        self.stopping = threading.Event()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
+        self.closing = threading.Event()
 
     # scripting --------------------------------------------------------------------------------------
 
     @property
     def base(self) -> str:
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host!s}:{port}"
+        return f"http://127.0.0.1:{self.port}"
 
     def url(self, path: str) -> str:
         return self.base + path
@@ -102,23 +99,8 @@ class FeedServer:
     def requests_to(self, path: str) -> list[Request]:
         return [r for r in self.requests if r.path == path]
 
-    # lifecycle --------------------------------------------------------------------------------------
-
-    def start(self) -> FeedServer:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self.stopping.set()
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join(5)
-
-    def __enter__(self) -> FeedServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    def stopping(self) -> None:
+        self.closing.set()
 
     # serving ----------------------------------------------------------------------------------------
 
@@ -154,7 +136,7 @@ def _handler_for(server: FeedServer) -> type[BaseHTTPRequestHandler]:
                 self._send(request, reply)
 
         def _send(self, request: Request, reply: Reply) -> None:
-            if reply.delay and server.stopping.wait(reply.delay):
+            if reply.delay and server.closing.wait(reply.delay):
                 return
             if reply.status == 200 and _not_modified(request, reply):
                 self.send_response(304)
@@ -177,13 +159,13 @@ def _handler_for(server: FeedServer) -> type[BaseHTTPRequestHandler]:
                 self.end_headers()
                 sent = 0
                 for chunk in _chunks(body, reply):
-                    if server.stopping.is_set():
+                    if server.closing.is_set():
                         return
                     self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
                     self.wfile.flush()
                     sent += len(chunk)
                     server.bytes_sent[request.path] = sent
-                    if reply.chunk_delay and server.stopping.wait(reply.chunk_delay):
+                    if reply.chunk_delay and server.closing.wait(reply.chunk_delay):
                         return
                 self.wfile.write(b"0\r\n\r\n")
             else:

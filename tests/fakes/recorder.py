@@ -15,8 +15,10 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.fakes.loopback import Loopback
 
 
 @dataclass
@@ -40,37 +42,16 @@ def ok_responder(_request: Received) -> tuple[int, Any]:
     return 200, "ok"
 
 
-class Recorder:
+class Recorder(Loopback):
     def __init__(self, responder: Responder = ok_responder, *, delay: float = 0.0) -> None:
+        super().__init__(name="recorder")
         self.responder = responder
         self.delay = delay
         self.requests: list[Received] = []
         self._cond = threading.Condition()
-        self._server: ThreadingHTTPServer | None = None
-
-    def start(self) -> Recorder:
-        server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-        server.daemon_threads = True
-        server.recorder = self  # type: ignore[attr-defined]
-        self._server = server
-        threading.Thread(target=server.serve_forever, name="recorder", daemon=True).start()
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-
-    def __enter__(self) -> Recorder:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     def url(self, path: str = "/") -> str:
-        assert self._server is not None, "start() first"
-        return f"http://127.0.0.1:{self._server.server_address[1]}{path}"
+        return f"http://127.0.0.1:{self.port}{path}"
 
     def to(self, path: str) -> list[Received]:
         with self._cond:
@@ -98,16 +79,6 @@ class Recorder:
         handler.wfile.write(body)
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server: Any
-
-    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-        self.server.recorder._serve(self)
-
-    do_GET = do_POST
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's signature
-        pass
 
 
 def chat_completion(content: str) -> Responder:

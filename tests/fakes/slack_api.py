@@ -22,9 +22,11 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
+
+from tests.fakes.loopback import Loopback
 
 JSON_FIELDS = ("blocks", "attachments", "metadata", "view")
 TEAM_ID = "T0FAKE"
@@ -77,8 +79,9 @@ class Fault:
 Handler = Callable[[Call], dict[str, Any]]
 
 
-class FakeSlack:
+class FakeSlack(Loopback):
     def __init__(self, *, latency: float = 0.0, team_id: str = TEAM_ID) -> None:
+        super().__init__(name="fake-slack")
         self.latency = latency
         self.channel_latency: dict[str, float] = {}
         self.team_id = team_id
@@ -92,39 +95,11 @@ class FakeSlack:
         }
         self._cond = threading.Condition()
         self._last_ts = 0.0
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
-
-    # lifecycle --------------------------------------------------------------------------------------
-
-    def start(self) -> FakeSlack:
-        server = ThreadingHTTPServer(("127.0.0.1", 0), _RequestHandler)
-        server.daemon_threads = True
-        server.fake = self  # type: ignore[attr-defined]
-        self._server = server
-        self._thread = threading.Thread(
-            target=server.serve_forever, kwargs={"poll_interval": 0.02}, name="fake-slack", daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-
-    def __enter__(self) -> FakeSlack:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     @property
     def url(self) -> str:
         """The Web API base URL (SLACK_API_URL)."""
-        assert self._server is not None, "start() first"
-        return f"http://127.0.0.1:{self._server.server_address[1]}/api/"
+        return f"http://127.0.0.1:{self.port}/api/"
 
     # scripting --------------------------------------------------------------------------------------
 
@@ -233,7 +208,7 @@ class FakeSlack:
         self._last_ts = max(time.time(), self._last_ts + 0.000001)
         return f"{self._last_ts:.6f}"
 
-    def _serve(self, request: _RequestHandler) -> None:
+    def _serve(self, request: BaseHTTPRequestHandler) -> None:
         parts = urlsplit(request.path)
         method = parts.path.rstrip("/").rsplit("/", 1)[-1]
         params, token = _read_params(request, parts.query)
@@ -302,13 +277,3 @@ def _read_params(request: BaseHTTPRequestHandler, query: str) -> tuple[dict[str,
     return params, token
 
 
-class _RequestHandler(BaseHTTPRequestHandler):
-    server: Any
-
-    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-        self.server.fake._serve(self)
-
-    do_GET = do_POST
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's signature
-        pass
