@@ -278,3 +278,45 @@ def test_sqlite_candidate_pruning_gives_the_exact_ranking(tmp_path, monkeypatch,
     pruned = [(h.item.id, h.score) for h in search(store, query, limit=10)]
     assert len(exact) == 10
     assert pruned == exact
+
+
+@pytest.mark.postgres
+def test_postgres_large_archive_ranks_common_words_among_the_newest_items(pg_schema_url, monkeypatch):
+    """On a large archive, PostgreSQL search asks the GIN index only for the rarer words: items holding
+    them are ranked exactly, items holding only common words only among the newest SEARCH_WINDOW items
+    (older ones fill any remaining places). Every score is ts_rank's own."""
+    from dataclasses import replace
+
+    import bot.store.postgres as pg
+    from bot.store import open_store
+
+    store = open_store(pg_schema_url)
+    store.migrate()
+    items = [make(f"common-{i}", f"Model number {i}", "a model of things", day=1 + i % 28) for i in range(40)]
+    items += [
+        make("rare-title", "Captioning model", "a model", day=2),
+        make("rare-summary", "Another model", "about captioning", day=3),
+        make("rare-both", "Captioning", "captioning captioning model", day=1),
+        make("old-title", "Model model", "model model", day=1),
+        replace(make("old-update", "An update", "a model", day=2), kind="update"),
+    ]
+    store.add_items(items)
+    every = {h.item.id: h.score for h in search(store, "captioning model ", limit=50)}
+    exact = search(store, "captioning model ", limit=5)
+    monkeypatch.setattr(pg, "EXACT_ROWS", 0)
+    monkeypatch.setattr(pg, "SEARCH_WINDOW", 10)
+    monkeypatch.setattr(pg, "RARE_ROWS", 5)
+    pruned = search(store, "captioning model ", limit=5)
+
+    order = {item.id: n for n, item in enumerate(items)}  # insertion order: the pk order
+    newest = sorted(items, key=lambda i: (i.published, order[i.id]), reverse=True)
+    by_id = {i.id: i for i in items}
+    candidates = {i.id for i in newest[:10]} | {i.id for i in items if "rare" in i.guid}
+    expected = sorted(candidates, key=lambda i: (every[i], by_id[i].published, order[i]), reverse=True)[:5]
+    assert [h.item.id for h in pruned] == expected
+    assert all(h.score == every[h.item.id] for h in pruned)
+    assert {i.id for i in items if "rare" in i.guid} <= {h.item.id for h in pruned}
+    assert "old-title" in slugs(exact) and "old-title" not in slugs(pruned)  # the approximation
+    # no update in the window: the older one fills the places
+    assert slugs(search(store, "model type:update")) == ["old-update"]
+    assert search(store, "captioning type:update") == []
