@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slack_sdk.errors import SlackApiError
 
@@ -24,8 +24,10 @@ from bot.highlight import matcher_for_text
 from bot.match import split_keywords
 from bot.search import SearchError, parse_query
 from bot.store import Store, StoreError
-from bot.summarize import Summarizer
 from bot.views import SHARE_ACTION_ID, Blocks
+
+if TYPE_CHECKING:
+    from bot.summarize import Summarizer
 
 log = logging.getLogger("bot.commands")
 
@@ -172,7 +174,12 @@ def cmd_latest(rest: str, inv: Invocation, services: Services) -> Reply:
 def cmd_summarize(rest: str, inv: Invocation, services: Services) -> Reply:
     if not rest:
         return line(f"Usage: `{C} summarize &lt;topic&gt;`, e.g. `{C} summarize diffusion models`.")
-    summarizer = services.summarizer or Summarizer()
+    if services.summarizer is not None:
+        summarizer = services.summarizer
+    else:
+        from bot.summarize import Summarizer  # httpx and the model client: only when summaries are asked for
+
+        summarizer = Summarizer()
     summary = summarizer.summarize(services.store, rest)
     if summary is None:
         return Reply(*views.no_summary(rest))

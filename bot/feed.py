@@ -27,13 +27,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import parse_qsl, unquote, urlencode, urljoin, urlsplit, urlunsplit
 
-import feedparser
-import httpx
-
 from bot import __version__
+
+if TYPE_CHECKING:  # httpx and feedparser are imported when first used: `serve` answers before it polls
+    import httpx
 
 USER_AGENT = f"mlresearch-bot/{__version__} (+https://github.com/mlresearch-bot/mlresearch-bot)"
 MAX_FEED_BYTES = 5 * 1024 * 1024
@@ -102,6 +102,8 @@ def make_client(
     """The one HTTP client of a process: redirects (at most 5), timeouts, gzip, a User-Agent.
 
     `max_bytes` is accepted for symmetry with `fetch`, which enforces the cap while streaming."""
+    import httpx
+
     return httpx.Client(
         follow_redirects=True,
         max_redirects=MAX_REDIRECTS,
@@ -120,6 +122,8 @@ def fetch(
     accept: str = ACCEPT,
 ) -> Fetched | NotModified:
     """Fetch `url` (http(s), file:// or a path), sending back the stored validators."""
+    import httpx
+
     scheme = urlsplit(url).scheme.lower()
     if scheme not in ("http", "https"):
         return _fetch_file(url, validators, max_bytes)
@@ -206,6 +210,8 @@ def _declares_entities(content: bytes) -> bool:
 
 def parse(content: bytes) -> list[Item]:
     """Parse feed bytes into Items, oldest first; same-day ties keep reversed feed order."""
+    import feedparser
+
     head = content[:65536]
     if _declares_entities(content):
         raise FeedError("malformed", "the feed declares XML entities, which are refused (entity expansion)")

@@ -15,16 +15,90 @@ from __future__ import annotations
 
 import re
 import sqlite3
+import threading
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
-
-from bot.blocks import escape
+from itertools import accumulate
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _TOKENS = re.compile(r"(\w+)", re.UNICODE)
+_NOT_WORD = re.compile(r"[^\w]", re.UNICODE)
 # Look-alikes for the characters that pair up as mrkdwn formatting.
 _INERT = str.maketrans({"*": "\u2217", "`": "\u02cb", "~": "\u223c"})
+# The same, and escaped for mrkdwn as `bot.blocks.escape` escapes, in one pass (`inert`).
+_INERT_ESCAPED = str.maketrans(
+    {"*": "\u2217", "`": "\u02cb", "~": "\u223c", "&": "&amp;", "<": "&lt;", ">": "&gt;"}
+)
+# How much the shared vocabulary (below) holds before it starts afresh: words (~200 bytes each, in memory),
+# their characters, and search terms whose matching words it remembers.
+VOCABULARY_WORDS = 20_000
+VOCABULARY_CHARS = 1_000_000
+VOCABULARY_TERMS = 4_096
 
 WordMatcher = Callable[[str], bool]
+
+
+class _Vocabulary:
+    """Every word asked about so far, one per row of an in-memory FTS5 table tokenized as the archive's index
+    is, shared by all threads (one lock). Whether a word matches a term is a question about that word's row
+    alone, so keeping the rows between calls answers exactly as a table of just this call's words would,
+    without building a database per reply; and since rows are only ever added, the rows matching a term
+    are remembered and only newer rows are asked about the next time (a page of results asks about the same
+    few hundred words, for the same few terms)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.conn: sqlite3.Connection | None = None
+        self.rowids: dict[str, int] = {}
+        self.words: list[str] = []  # rowid - 1 -> word
+        self.chars = 0
+        self.matches: dict[str, tuple[int, frozenset[int]]] = {}  # expression -> (rows asked about, matches)
+
+    def matching(self, unique: set[str], expressions: Sequence[str]) -> set[str]:
+        with self.lock:
+            try:
+                return self._matching(unique, expressions)
+            except sqlite3.Error:
+                self._reset()  # start afresh next time rather than trust a half-done insert
+                raise
+
+    def _matching(self, unique: set[str], expressions: Sequence[str]) -> set[str]:
+        new = [w for w in unique if w not in self.rowids]
+        chars = sum(map(len, new))
+        if self.conn is None or len(self.words) + len(new) > VOCABULARY_WORDS or \
+                self.chars + chars > VOCABULARY_CHARS:
+            self._reset()
+            self.conn = sqlite3.connect(":memory:", check_same_thread=False)
+            self.conn.execute("CREATE VIRTUAL TABLE w USING fts5(word, tokenize='porter unicode61')")
+            new, chars = list(unique), sum(map(len, unique))
+        conn, rowids, by_rowid = self.conn, self.rowids, self.words
+        if new:
+            rows = list(enumerate(new, len(by_rowid) + 1))
+            conn.executemany("INSERT INTO w(rowid, word) VALUES (?, ?)", rows)
+            rowids.update((w, rowid) for rowid, w in rows)
+            by_rowid.extend(new)
+            self.chars += chars
+        size = len(by_rowid)
+        found: set[str] = set()
+        for expression in expressions:
+            upto, hits = self.matches.get(expression, (0, frozenset()))
+            if upto < size:
+                sql = "SELECT rowid FROM w WHERE w MATCH ? AND rowid > ?"
+                hits = hits.union(rowid for (rowid,) in conn.execute(sql, (expression, upto)))
+                if len(self.matches) >= VOCABULARY_TERMS:
+                    self.matches.clear()
+                self.matches[expression] = (size, hits)
+            found.update(by_rowid[rowid - 1] for rowid in hits)
+        return found & unique
+
+    def _reset(self) -> None:
+        conn, self.conn = self.conn, None
+        self.rowids, self.words, self.matches, self.chars = {}, [], {}, 0
+        if conn is not None:
+            conn.close()
+
+
+_VOCABULARY = _Vocabulary()
 
 
 def words(text: str) -> list[str]:
@@ -33,24 +107,18 @@ def words(text: str) -> list[str]:
 
 def matching_words(candidates: Iterable[str], terms: Sequence[str], *, prefix_last: bool = False) -> set[str]:
     """The candidates (compared lower case) that match any term the way the archive's search does."""
-    unique = sorted({w.lower() for w in candidates if w})
-    cleaned = [re.sub(r"[^\w]", "", t.lower()) for t in terms]
+    return _matching_lowered({w.lower() for w in candidates if w}, terms, prefix_last)
+
+
+def _matching_lowered(unique: set[str], terms: Sequence[str], prefix_last: bool) -> set[str]:
+    """`matching_words` for candidates already in lower case, none empty."""
+    cleaned = [_NOT_WORD.sub("", t.lower()) for t in terms]
     if not unique or not any(cleaned):
         return set()
-    conn = sqlite3.connect(":memory:")
-    try:
-        conn.execute("CREATE VIRTUAL TABLE w USING fts5(word, tokenize='porter unicode61')")
-        conn.executemany("INSERT INTO w(rowid, word) VALUES (?, ?)", list(enumerate(unique, 1)))
-        found: set[str] = set()
-        for index, term in enumerate(cleaned):
-            if not term:
-                continue
-            expression = f'"{term}"' + ("*" if prefix_last and index == len(cleaned) - 1 else "")
-            for (rowid,) in conn.execute("SELECT rowid FROM w WHERE w MATCH ?", (expression,)):
-                found.add(unique[rowid - 1])
-        return found
-    finally:
-        conn.close()
+    last = len(cleaned) - 1
+    expressions = [f'"{term}"' + ("*" if prefix_last and index == last else "")
+                   for index, term in enumerate(cleaned) if term]
+    return _VOCABULARY.matching(unique, expressions)
 
 
 def word_matcher(terms: Sequence[str], *, prefix_last: bool = False) -> WordMatcher:
@@ -68,52 +136,54 @@ def word_matcher(terms: Sequence[str], *, prefix_last: bool = False) -> WordMatc
 
 def matcher_for_text(text: str, terms: Sequence[str], *, prefix_last: bool = False) -> WordMatcher:
     """Like `word_matcher`, answering for every word of `text` with one lookup."""
-    hits = matching_words(words(text), terms, prefix_last=prefix_last)
+    lowered = {word: word.lower() for word in set(words(text))}
+    known = set(lowered.values())
+    hits = _matching_lowered(known, terms, prefix_last)
+    answers = {word: low in hits for word, low in lowered.items()}  # the words of `text` as they are written
     fallback = word_matcher(terms, prefix_last=prefix_last)
-    known = {w.lower() for w in words(text)}
-    return lambda word: word.lower() in hits if word.lower() in known else fallback(word)
+
+    def is_match(word: str) -> bool:
+        answer = answers.get(word)
+        if answer is None:
+            key = word.lower()
+            answer = key in hits if key in known else fallback(word)
+        return answer
+
+    return is_match
 
 
 def inert(text: str) -> str:
     """Feed text made unable to mention, link, ping or pair with our formatting markers."""
-    return escape(text.translate(_INERT))
+    return text.translate(_INERT_ESCAPED)
 
 
 def highlighted_snippet(text: str, is_match: WordMatcher, limit: int = 300) -> str:
     """At most `limit` characters of `text` (before escaping) around the first matching word, escaped for
     mrkdwn, with every matching word in bold."""
     text = " ".join(text.split())
-    tokens = _TOKENS.split(text)  # odd indexes are words
-    first = next((i for i in range(1, len(tokens), 2) if is_match(tokens[i])), None)
+    tokens = _TOKENS.split(text)  # odd indexes are words, even ones what lies between them
     start = 0
-    if first is not None:
-        offset = sum(len(t) for t in tokens[:first])
-        if offset + len(tokens[first]) > limit * 2 // 3:
-            # Start a little before the first match, on a word.
-            start = max(1, first - 16)
-            if start % 2 == 0:  # land on a word token
-                start -= 1
-    prefix = "…" if start > 0 else ""
-    chosen: list[str] = []
-    used = len(prefix)
-    truncated = False
-    for index in range(start, len(tokens)):
-        token = tokens[index]
-        if used + len(token) > limit - 1:
-            truncated = True
+    for first in range(1, len(tokens), 2):
+        if is_match(tokens[first]):
+            if len("".join(tokens[: first + 1])) > limit * 2 // 3:
+                # Start a little before the first match, on a word.
+                start = max(1, first - 16)
+                if start % 2 == 0:  # land on a word token
+                    start -= 1
             break
-        chosen.append(token)
-        used += len(token)
-    if truncated:
-        while chosen and not _WORD.fullmatch(chosen[-1]):
-            chosen.pop()
-    out = []
-    for token in chosen:
-        if _WORD.fullmatch(token) and is_match(token):
-            out.append(f"*{escape(token)}*")
-        else:
-            out.append(inert(token))
-    body = "".join(out).strip()
+    prefix = "…" if start > 0 else ""
+    # As many tokens as fit in limit - 1 characters (the last one for "…"), after the prefix.
+    ends = list(accumulate(map(len, tokens[start:]), initial=len(prefix)))
+    end = start + max(0, bisect_right(ends, limit - 1) - 1)
+    truncated = end < len(tokens)
+    if truncated and end > start and end % 2 == 1:  # do not end on what lies between two words
+        end -= 1
+    window = tokens[start:end]
+    words_at = 0 if start % 2 else 1  # where the first word of the window is
+    # A word (\w+) holds none of the characters that escaping or `inert` change.
+    window[words_at::2] = [f"*{word}*" if is_match(word) else word for word in window[words_at::2]]
+    window[1 - words_at :: 2] = [between.translate(_INERT_ESCAPED) for between in window[1 - words_at :: 2]]
+    body = "".join(window).strip()
     if truncated:
         body = body.rstrip(" ,.;:") + "…"
     return prefix + body

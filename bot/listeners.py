@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import threading
 import time
+from contextlib import AbstractContextManager
 from typing import Any
 
 from slack_bolt import Ack, App, Respond
@@ -71,6 +73,7 @@ def _one_line(error: object, limit: int = 200) -> str:
 class _Listeners:
     def __init__(self, services: Any) -> None:
         self.services = services
+        self._local = threading.local()
 
     # /mlresearch ------------------------------------------------------------------------------------
 
@@ -84,11 +87,30 @@ class _Listeners:
         _log_command(_invocation(body), "deferred", time.perf_counter())
 
     def for_request(self, client: WebClient | None) -> Any:
-        """The services for one request: in OAuth mode with the request's client (its workspace's token)."""
+        """The services for one request: over this thread's view of the store (`_thread_store`), and in OAuth
+        mode with the request's client (its workspace's token)."""
         services = self.services
+        changes: dict[str, Any] = {}
+        store = self._thread_store(services.store)
+        if store is not services.store:
+            changes["store"] = store
         if client is not None and getattr(services.settings, "oauth_enabled", False):
-            return dataclasses.replace(services, slack=client)
-        return services
+            changes["slack"] = client
+        return dataclasses.replace(services, **changes) if changes else services
+
+    def _thread_store(self, store: Any) -> Any:
+        """With SQLite, a `session` of the store kept open for the life of this (request or lazy listener)
+        thread: one connection serves every request the thread answers, where each unit of work would open
+        and close its own (two per search). Other backends (PostgreSQL keeps its own pool) as they are."""
+        if getattr(store, "backend", None) != "sqlite":
+            return store
+        local = self._local
+        if getattr(local, "base", None) is not store:
+            session: AbstractContextManager[Any] = store.session()
+            local.view = session.__enter__()
+            # Kept with the view: the session ends, closing its connection, when the thread does.
+            local.session, local.base = session, store
+        return local.view
 
     def command_fast(self, ack: Ack, body: dict[str, Any], client: WebClient) -> None:
         from bot import commands

@@ -17,15 +17,16 @@ import re
 import threading
 from dataclasses import dataclass
 from datetime import date
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from bot.config import Settings
 from bot.feed import Item
 from bot.highlight import matching_words, words
 from bot.search import parse_query
 from bot.store import Store
+
+if TYPE_CHECKING:
+    import httpx
 
 log = logging.getLogger("bot.summarize")
 
@@ -254,6 +255,8 @@ class Summarizer:
         if self.client is not None:
             response = self.client.post(url, json=body, headers=headers, timeout=self.timeout)
         else:
+            import httpx  # imported when a summary is first asked of a model, not when `serve` starts
+
             with httpx.Client(timeout=self.timeout) as client:
                 response = client.post(url, json=body, headers=headers)
         if response.status_code != 200:

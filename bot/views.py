@@ -1,7 +1,9 @@
 """Pure Block Kit builders for `/mlresearch` replies and the App Home.
 
-Every builder returns Block Kit as dicts (built with `slack_sdk.models.blocks`, which checks Slack's limits).
-Feed text, model text and user input are escaped (`blocks.escape`, `highlight.inert`) before reaching mrkdwn.
+Every builder returns Block Kit as plain dicts, exactly as `slack_sdk.models.blocks` would serialize them;
+every text is `cut` to Slack's limit for its field before it gets there (the models' checks would only
+repeat that, on every reply). Feed text, model text and user input are escaped (`blocks.escape`,
+`highlight.inert`) before reaching mrkdwn.
 """
 
 from __future__ import annotations
@@ -9,29 +11,23 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
-
-from slack_sdk.models.blocks import (
-    ActionsBlock,
-    ButtonElement,
-    ContextBlock,
-    DividerBlock,
-    HeaderBlock,
-    MarkdownTextObject,
-    PlainTextObject,
-    SectionBlock,
-)
+from typing import TYPE_CHECKING, Any
 
 from bot.blocks import KIND_LABEL, cut, day, escape, format_authors, snippet, title_link
-from bot.feed import Item
 from bot.highlight import WordMatcher, highlighted_snippet
 from bot.store import FeedState, SearchHit, Subscription, utcnow
-from bot.summarize import Summary
+
+if TYPE_CHECKING:
+    from bot.feed import Item
+    from bot.summarize import Summary
 
 COMMAND = "/mlresearch"
 LIST_SNIPPET_CHARS = 200
 SHARE_ACTION_ID = "share_reply"
 SHARE_VALUE_LIMIT = 2000
+_CHANNEL_ID = re.compile(r"[CG][A-Z0-9]{1,30}")
+_USER_ID = re.compile(r"[UW][A-Z0-9]{1,30}")
+_FORMATTING = re.compile(r"[*`]")
 
 Blocks = list[dict[str, Any]]
 
@@ -54,25 +50,33 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (  # (usage, what it does, an examp
 )
 
 
+def _text(kind: str, text: str) -> dict[str, Any]:
+    # As slack_sdk serializes a text object: keys sorted, an empty text left out.
+    return {"text": text, "type": kind} if text else {"type": kind}
+
+
 def section(text: str) -> dict[str, Any]:
-    return SectionBlock(text=MarkdownTextObject(text=cut(text, 3000))).to_dict()
+    return {"text": _text("mrkdwn", cut(text, 3000)), "type": "section"}
 
 
 def context(text: str) -> dict[str, Any]:
-    return ContextBlock(elements=[MarkdownTextObject(text=cut(text, 2000))]).to_dict()
+    return {"elements": [_text("mrkdwn", cut(text, 2000))], "type": "context"}
 
 
 def header(text: str) -> dict[str, Any]:
-    return HeaderBlock(text=PlainTextObject(text=cut(text, 150))).to_dict()
+    return {"text": _text("plain_text", cut(text, 150)), "type": "header"}
+
+
+def divider() -> dict[str, Any]:
+    return {"type": "divider"}
 
 
 def share_button(value: str) -> dict[str, Any]:
-    button = ButtonElement(
-        text=PlainTextObject(text="Share in channel"),
-        action_id=SHARE_ACTION_ID,
-        value=value[:SHARE_VALUE_LIMIT],
-    )
-    return ActionsBlock(elements=[button]).to_dict()
+    button: dict[str, Any] = {"action_id": SHARE_ACTION_ID, "text": _text("plain_text", "Share in channel"),
+                              "type": "button"}
+    if value:
+        button["value"] = value[:SHARE_VALUE_LIMIT]
+    return {"elements": [button], "type": "actions"}
 
 
 def quoted(text: str, limit: int = 80) -> str:
@@ -81,11 +85,11 @@ def quoted(text: str, limit: int = 80) -> str:
 
 
 def channel_ref(channel_id: str) -> str:
-    return f"<#{channel_id}>" if re.fullmatch(r"[CG][A-Z0-9]{1,30}", channel_id) else "this channel"
+    return f"<#{channel_id}>" if _CHANNEL_ID.fullmatch(channel_id) else "this channel"
 
 
 def user_ref(user_id: str) -> str:
-    return f"<@{user_id}>" if re.fullmatch(r"[UW][A-Z0-9]{1,30}", user_id) else "someone"
+    return f"<@{user_id}>" if _USER_ID.fullmatch(user_id) else "someone"
 
 
 def when(moment: datetime | None, now: datetime | None = None) -> str:
@@ -243,7 +247,7 @@ def status_reply(
 ) -> tuple[str, Blocks]:
     lines = [*feed_lines(state, count, newest), subscription_line(sub, channel_id, disabled)]
     lines.append(f"*Summaries:* {summaries}")
-    text = "Status: " + " · ".join(re.sub(r"[*`]", "", line) for line in lines[:2])
+    text = "Status: " + " · ".join(_FORMATTING.sub("", line) for line in lines[:2])
     return text, [section("\n".join(lines))]
 
 
@@ -264,7 +268,7 @@ def home_view(store: Any, team_id: str) -> dict[str, Any]:
         header("Apple Machine Learning Research"),
         section("Every paper and update from machinelearning.apple.com, in Slack: search, summaries, and new "
                 "items posted in the channels that subscribe."),
-        DividerBlock().to_dict(),
+        divider(),
         header("Latest"),
     ]
     if latest:
@@ -272,7 +276,7 @@ def home_view(store: Any, team_id: str) -> dict[str, Any]:
             blocks += item_blocks(item, list_snippet(item))
     else:
         blocks.append(section("Nothing archived yet: the first items arrive with the first poll."))
-    blocks += [DividerBlock().to_dict(), header("Subscribed channels")]
+    blocks += [divider(), header("Subscribed channels")]
     if subs:
         lines = []
         for sub in subs[:40]:
@@ -285,10 +289,10 @@ def home_view(store: Any, team_id: str) -> dict[str, Any]:
         blocks.append(section("\n".join(lines)))
     else:
         blocks.append(section(f"No channel here is subscribed yet. In a channel, type `{COMMAND} subscribe`"))
-    blocks += [DividerBlock().to_dict(), header("Feed health")]
+    blocks += [divider(), header("Feed health")]
     newest = latest[0] if latest else None
     blocks.append(section("\n".join(feed_lines(store.latest_feed_state(), store.count_items(), newest))))
-    blocks += [DividerBlock().to_dict(), header("How to use")]
+    blocks += [divider(), header("How to use")]
     blocks.append(section("\n".join(f"• `{COMMAND} {example}`: {what}" for _u, what, example in COMMANDS)))
     return {"type": "home", "blocks": blocks}
 

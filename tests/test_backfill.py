@@ -15,7 +15,7 @@ from bot import cli, poller
 from bot import research_index as ri
 from bot.feed import Item, make_client
 from bot.store import SQLiteStore, Store
-from bot.store.sqlite import migrations
+from bot.store.sqlite import migration_set
 from tests.fakes.feed_server import FeedServer, Reply
 from tests.fakes.research_index import INDEX_FIXTURE, index_page, post
 from tests.fakes.slack_api import FakeSlack
@@ -286,7 +286,7 @@ def test_migration_indexes_authors_of_an_existing_archive(tmp_path: Path) -> Non
 
     path = tmp_path / "old.db"
     db = Database(path)
-    migrations.apply(db, stop_before="m003_authors_fts")
+    migration_set().apply(db, stop_before="m003_authors_fts")
     db.execute(
         "INSERT INTO items (id, guid, title, link, summary, published, kind, authors) VALUES "
         "('https://x.test/research/a', NULL, 'A title', 'https://x.test/research/a', 'text', "

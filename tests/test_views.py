@@ -4,11 +4,27 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
+import threading
+from collections.abc import Iterable, Sequence
 from datetime import timedelta
 from pathlib import Path
 
-from bot import views
-from bot.highlight import highlighted_snippet, inert, matching_words, word_matcher
+import pytest
+from slack_sdk.models.blocks import (
+    ActionsBlock,
+    ButtonElement,
+    ContextBlock,
+    DividerBlock,
+    HeaderBlock,
+    MarkdownTextObject,
+    PlainTextObject,
+    SectionBlock,
+)
+
+from bot import highlight, views
+from bot.blocks import cut, escape
+from bot.highlight import highlighted_snippet, inert, matcher_for_text, matching_words, word_matcher
 from bot.store import SQLiteStore, utcnow
 from tests.fakes.archive import filled_store, make_item
 
@@ -98,3 +114,91 @@ def test_highlighted_snippet_starts_near_a_late_match_and_cuts() -> None:
 
 def test_inert_neutralizes_formatting_and_markup() -> None:
     assert inert("*b* `c` ~s~ <!here> &") == "∗b∗ ˋcˋ ∼s∼ &lt;!here&gt; &amp;"
+
+
+def test_blocks_are_what_slack_sdk_models_would_serialize() -> None:
+    for text in ["", "plain", "*bold* <x> & y", "word " * 1000]:
+        assert views.section(text) == SectionBlock(text=MarkdownTextObject(text=cut(text, 3000))).to_dict()
+        context = ContextBlock(elements=[MarkdownTextObject(text=cut(text, 2000))])
+        assert views.context(text) == context.to_dict()
+        assert views.header(text) == HeaderBlock(text=PlainTextObject(text=cut(text, 150))).to_dict()
+        button = ButtonElement(text=PlainTextObject(text="Share in channel"), action_id=views.SHARE_ACTION_ID,
+                               value=text[: views.SHARE_VALUE_LIMIT])
+        assert views.share_button(text) == ActionsBlock(elements=[button]).to_dict()
+    assert views.divider() == DividerBlock().to_dict()
+
+
+def fresh_table_matches(candidates: Iterable[str], terms: Sequence[str], prefix_last: bool) -> set[str]:
+    """What matching_words answered when it built a table of just these words for each call."""
+    unique = sorted({w.lower() for w in candidates if w})
+    cleaned = [re.sub(r"[^\w]", "", t.lower()) for t in terms]
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE VIRTUAL TABLE w USING fts5(word, tokenize='porter unicode61')")
+    conn.executemany("INSERT INTO w(rowid, word) VALUES (?, ?)", list(enumerate(unique, 1)))
+    found = set()
+    for index, term in enumerate(cleaned):
+        if term:
+            expression = f'"{term}"' + ("*" if prefix_last and index == len(cleaned) - 1 else "")
+            rows = conn.execute("SELECT rowid FROM w WHERE w MATCH ?", (expression,))
+            found |= {unique[rowid - 1] for (rowid,) in rows}
+    conn.close()
+    return found
+
+
+TEXTS = [
+    "Image captioning with captions: captioned images, a capital idea",
+    "Learning to learn: learned learners; LEARNING rates",
+    "Federated privacy, differential-privacy and private learning",
+    "Ünïcode wörds, naïve café, 日本語 text and snake_case_words",
+    "Diffusion models diffuse: diffusing, diffused, DIFFUSION",
+]
+QUERIES = [(["caption"], False), (["capt"], True), (["learn"], False), (["priv"], True), (["naive"], False),
+           (["snake_case"], False), (["diffusion", "model"], True), (["_"], False), (["ab", "x"], True)]
+
+
+@pytest.mark.parametrize("limits", [(highlight.VOCABULARY_WORDS, highlight.VOCABULARY_CHARS,
+                                      highlight.VOCABULARY_TERMS), (12, 10**6, 2), (10**6, 60, 10**6)])
+def test_matching_words_kept_between_calls_answers_as_a_fresh_table(
+    monkeypatch: pytest.MonkeyPatch, limits: tuple[int, int, int]
+) -> None:
+    # Small limits: the vocabulary starts afresh and forgets terms between (and within) these calls.
+    for name, value in zip(("VOCABULARY_WORDS", "VOCABULARY_CHARS", "VOCABULARY_TERMS"), limits, strict=True):
+        monkeypatch.setattr(highlight, name, value)
+    for _round in range(2):  # the second time every word and term is already known
+        for text in TEXTS:
+            for terms, prefix_last in QUERIES:
+                candidates = highlight.words(text)
+                expected = fresh_table_matches(candidates, terms, prefix_last)
+                assert matching_words(candidates, terms, prefix_last=prefix_last) == expected, (text, terms)
+
+
+def test_matching_words_from_many_threads_at_once() -> None:
+    cases = [(text, terms, prefix_last) for text in TEXTS for terms, prefix_last in QUERIES]
+    expected = [fresh_table_matches(highlight.words(t), terms, p) for t, terms, p in cases]
+    failures: list[object] = []
+
+    def ask() -> None:
+        for _ in range(5):
+            for (text, terms, prefix_last), want in zip(cases, expected, strict=True):
+                got = matching_words(highlight.words(text), terms, prefix_last=prefix_last)
+                if got != want:
+                    failures.append((text, terms, got, want))
+
+    threads = [threading.Thread(target=ask) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not failures
+
+
+def test_matcher_for_text_answers_for_words_of_the_text_and_others() -> None:
+    is_match = matcher_for_text("Captioning images; CAPTIONS", ["caption"])
+    assert is_match("Captioning") and is_match("CAPTIONS") and is_match("captions")
+    assert not is_match("images") and not is_match("capital")
+    assert is_match("Captioned")  # not in the text: asked on its own
+
+
+def test_inert_is_escape_after_the_look_alikes() -> None:
+    text = "a *b* `c` ~d~ & <e> &amp; >"
+    assert inert(text) == escape(text.replace("*", "\u2217").replace("`", "\u02cb").replace("~", "\u223c"))

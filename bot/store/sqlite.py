@@ -14,18 +14,20 @@ import sqlite3
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from sqlite_utils import Database
-from sqlite_utils.migrations import Migrations
-
-from bot.store.base import ITEM_COLUMNS, Conn, Store
+from bot.store.base import ITEM_COLUMNS, MIGRATIONS, Conn, Store
 from bot.store.merge import backfill_authors_text
 from bot.store.models import LockTimeout, SearchFilters, SearchHit, SearchQuery, StoreError, row_item
 
-migrations = Migrations("mlresearch")
+if TYPE_CHECKING:  # sqlite-utils is imported when a migration has to run: `serve` starts without it
+    from sqlite_utils import Database
+    from sqlite_utils.migrations import Migrations
+
+MIGRATION_SET = "mlresearch"
 # bm25 column weights of items_fts: title, summary, authors_text (m003_authors_fts).
 BM25_WEIGHTS = "5.0, 1.0, 0.5"
 # Prefix lengths indexed by items_fts (m004_fts_prefix_index).
@@ -36,10 +38,9 @@ PRUNE_MIN_ROWS = 2_000
 RARE_FRACTION = 0.03
 
 
-# --- migrations ----------------------------------------------------------------------------------------
+# --- migrations (sqlite-utils; registered in migration_set) --------------------------------------------
 
 
-@migrations()
 def m001_items(db: Database) -> None:
     db.table("items").create(
         {
@@ -78,7 +79,6 @@ def m001_items(db: Database) -> None:
     db.table("meta").create({"key": str, "value": str}, pk="key")
 
 
-@migrations()
 def m002_delivery(db: Database) -> None:
     db.table("subscriptions").create(
         {
@@ -114,7 +114,6 @@ def m002_delivery(db: Database) -> None:
     db.table("deliveries").create_index(["state"])
 
 
-@migrations()
 def m003_authors_fts(db: Database) -> None:
     """Authors become searchable (issue 6): items.authors_text holds the names space-joined and joins title
     and summary in items_fts (triggers rebuilt); items.enriched_at marks items whose full abstract came from
@@ -132,7 +131,6 @@ def m003_authors_fts(db: Database) -> None:
     )
 
 
-@migrations()
 def m004_fts_prefix_index(db: Database) -> None:
     """Prefix indexes (3 to 6 characters) on items_fts: search matches the last word typed as a prefix, and
     without them FTS5 merges the doclist of every word with that prefix on each query (a 3-letter prefix
@@ -148,7 +146,6 @@ def m004_fts_prefix_index(db: Database) -> None:
     db.execute("INSERT INTO items_fts (items_fts) VALUES ('rebuild')")
 
 
-@migrations()
 def m005_installations(db: Database) -> None:
     """Multi-workspace installs (Bolt's OAuth flow): one row per installation, the whole
     slack_sdk Installation as JSON; OAuth state values with their expiry."""
@@ -168,6 +165,17 @@ def m005_installations(db: Database) -> None:
 
 
 # --- the store -----------------------------------------------------------------------------------------
+
+
+@cache
+def migration_set() -> Migrations:
+    """The schema's sqlite-utils migrations, in order (the names in bot.store.base.MIGRATIONS)."""
+    from sqlite_utils.migrations import Migrations
+
+    migrations = Migrations(MIGRATION_SET)
+    for step in (m001_items, m002_delivery, m003_authors_fts, m004_fts_prefix_index, m005_installations):
+        migrations()(step)
+    return migrations
 
 
 class SQLiteStore(Store):
@@ -218,12 +226,17 @@ class SQLiteStore(Store):
 
     def migrate(self) -> list[str]:
         with self.connect() as conn:
+            if self._up_to_date(conn):
+                self._keep_wal_open()
+                return []
+            from sqlite_utils import Database
+
             db = Database(conn.raw)
             if db.journal_mode != "wal":
                 db.enable_wal()
             with self._flock(self.path.with_name(self.path.name + ".migrate.lock"), timeout=60):
-                pending = [m.name for m in migrations.pending(db)]
-                migrations.apply(db)
+                pending = [m.name for m in migration_set().pending(db)]
+                migration_set().apply(db)
         self._keep_wal_open()
         return pending
 
@@ -231,7 +244,18 @@ class SQLiteStore(Store):
         if not self.exists():
             return []
         with self.connect(readonly=True) as conn:
-            return [m.name for m in migrations.applied(Database(conn.raw))]
+            from sqlite_utils import Database
+
+            return [m.name for m in migration_set().applied(Database(conn.raw))]
+
+    def _up_to_date(self, conn: Conn) -> bool:
+        """WAL on and every migration recorded: nothing for sqlite-utils to do (read without loading it)."""
+        if conn.one("PRAGMA journal_mode")[0] != "wal" or not self._has_tables(conn, ["_sqlite_migrations"]):
+            return False
+        applied = conn.raw.execute(
+            "SELECT name FROM _sqlite_migrations WHERE migration_set = ?", [MIGRATION_SET]
+        ).fetchall()
+        return set(MIGRATIONS) <= {row[0] for row in applied}
 
     def _keep_wal_open(self) -> None:
         """Hold one idle connection for the store's lifetime. Without it every unit of work closes the last
