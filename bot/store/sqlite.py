@@ -475,13 +475,13 @@ def _scored_candidates(
     where, params = _filters(filters)
     params.update(only=only, both=f"({only}) AND ({' OR '.join(others)})", limit=limit)
     score = f"bm25(items_fts, {BM25_WEIGHTS})"
+    # The joint scores are looked up per row of R (an automatic index on the CTE); coalesce computes s(R)
+    # only for rows without one. (A LEFT JOIN of two materialized CTEs is planned as a nested scan.)
     sql = (
-        f"WITH single AS MATERIALIZED (SELECT rowid AS hit, {score} AS rank FROM items_fts "
-        "WHERE items_fts MATCH :only), "
-        f"joint AS MATERIALIZED (SELECT rowid AS hit, {score} AS rank FROM items_fts "
+        f"WITH joint AS MATERIALIZED (SELECT rowid AS hit, {score} AS rank FROM items_fts "
         "WHERE items_fts MATCH :both), "
-        "scores AS (SELECT single.hit, coalesce(joint.rank, single.rank) AS rank FROM single "
-        "LEFT JOIN joint ON joint.hit = single.hit) "
+        "scores AS (SELECT items_fts.rowid AS hit, coalesce((SELECT joint.rank FROM joint "
+        f"WHERE joint.hit = items_fts.rowid), {score}) AS rank FROM items_fts WHERE items_fts MATCH :only) "
     )
     if where:
         sql += (
