@@ -418,3 +418,21 @@ def test_cli_search_shows_authors_shortened(
     assert cli.main(["search", 'author:"Ada Example"', "--json"]) == 0
     hits = json.loads(capsys.readouterr().out)
     assert hits and hits[0]["link"] == NEWEST
+
+
+def test_a_large_backfill_leaves_the_archive_searchable(store: Store) -> None:
+    """A merge of BULK_MERGE or more posts ends by tidying the search index (FTS5 optimize; ANALYZE on
+    PostgreSQL) inside its transaction: every post is found afterwards, by words and by author."""
+    from bot import search as search_module
+    from bot.store.base import BULK_MERGE
+    from tests.fakes.research_index import synthetic_posts
+
+    page = index_page(synthetic_posts(BULK_MERGE + 10))
+    index = ri.parse(page)
+    assert store.merge_index(index.items) == (BULK_MERGE + 10, 0)
+    assert store.count_items() == BULK_MERGE + 10
+    sample = index.items[BULK_MERGE // 2]
+    hits = search_module.search(store, sample.title, limit=5)
+    assert sample.id in [h.item.id for h in hits]
+    by_author = search_module.search(store, f'author:"{sample.authors[0]}"', limit=50)
+    assert sample.id in [h.item.id for h in by_author]

@@ -50,6 +50,8 @@ MIGRATIONS = (
     "m004_fts_prefix_index",
     "m005_installations",
 )
+# A merge_index that adds or enriches this many items is followed by _after_bulk_merge.
+BULK_MERGE = 200
 ITEM_COLUMNS = (
     "items.pk, items.id, items.guid, items.title, items.link, items.summary, items.published, "
     "items.kind, items.authors"
@@ -153,6 +155,10 @@ class Store(AccountsMixin):
     def _begin(self, db: Conn) -> None:
         """Start a write transaction, waiting for any other writer to finish."""
         raise NotImplementedError
+
+    def _after_bulk_merge(self, db: Conn) -> None:
+        """Called in the transaction of a merge that changed at least BULK_MERGE items (a backfill): bring
+        the search index back to shape (each backend knows how)."""
 
     def _has_tables(self, db: Conn, names: Sequence[str]) -> bool:
         raise NotImplementedError
@@ -338,6 +344,8 @@ class Store(AccountsMixin):
                 if progress is not None and done % 500 == 0:
                     progress(f"merged {done:,} of {len(items):,} posts …")
             batch.flush(db)
+            if added + enriched >= BULK_MERGE:
+                self._after_bulk_merge(db)
         return added, enriched
 
     def preview_index(self, items: Sequence[Item]) -> tuple[int, int]:

@@ -209,6 +209,10 @@ class PostgresStore(Store):
         with self.connect(readonly=True) as db:
             return self._has_tables(db, ["items"])
 
+    def _after_bulk_merge(self, db: Conn) -> None:
+        # Fresh statistics, so that the planner keeps using the GIN and published indexes on the new rows.
+        db.execute("ANALYZE items")
+
     def _has_tables(self, db: Conn, names: Sequence[str]) -> bool:
         row = db.one(
             "SELECT count(*) FROM unnest(?::text[]) AS t(name) WHERE to_regclass(name) IS NOT NULL",

@@ -219,6 +219,11 @@ class SQLiteStore(Store):
     def _begin(self, db: Conn) -> None:
         db.execute("BEGIN IMMEDIATE")
 
+    def _after_bulk_merge(self, db: Conn) -> None:
+        # Merge FTS5's segments: thousands of inserts and updates leave many small ones, and search reads
+        # them all (at 5,000 enriched items, p99 went from ~5 to ~11 ms; optimize takes ~0.1 s there).
+        db.execute("INSERT INTO items_fts (items_fts) VALUES ('optimize')")
+
     def _has_tables(self, db: Conn, names: Sequence[str]) -> bool:
         marks = ", ".join("?" * len(names))
         sql = f"SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ({marks})"
