@@ -20,15 +20,13 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from itertools import accumulate
 
+from bot.blocks import escape
+
 _WORD = re.compile(r"\w+", re.UNICODE)
 _TOKENS = re.compile(r"(\w+)", re.UNICODE)
 _NOT_WORD = re.compile(r"[^\w]", re.UNICODE)
 # Look-alikes for the characters that pair up as mrkdwn formatting.
 _INERT = str.maketrans({"*": "\u2217", "`": "\u02cb", "~": "\u223c"})
-# The same, and escaped for mrkdwn as `bot.blocks.escape` escapes, in one pass (`inert`).
-_INERT_ESCAPED = str.maketrans(
-    {"*": "\u2217", "`": "\u02cb", "~": "\u223c", "&": "&amp;", "<": "&lt;", ">": "&gt;"}
-)
 # How much the shared vocabulary (below) holds before it starts afresh: words (~200 bytes each, in memory),
 # their characters, and search terms whose matching words it remembers.
 VOCABULARY_WORDS = 20_000
@@ -154,7 +152,7 @@ def matcher_for_text(text: str, terms: Sequence[str], *, prefix_last: bool = Fal
 
 def inert(text: str) -> str:
     """Feed text made unable to mention, link, ping or pair with our formatting markers."""
-    return text.translate(_INERT_ESCAPED)
+    return escape(text.translate(_INERT))
 
 
 def highlighted_snippet(text: str, is_match: WordMatcher, limit: int = 300) -> str:
@@ -182,7 +180,7 @@ def highlighted_snippet(text: str, is_match: WordMatcher, limit: int = 300) -> s
     words_at = 0 if start % 2 else 1  # where the first word of the window is
     # A word (\w+) holds none of the characters that escaping or `inert` change.
     window[words_at::2] = [f"*{word}*" if is_match(word) else word for word in window[words_at::2]]
-    window[1 - words_at :: 2] = [between.translate(_INERT_ESCAPED) for between in window[1 - words_at :: 2]]
+    window[1 - words_at :: 2] = [inert(between) for between in window[1 - words_at :: 2]]
     body = "".join(window).strip()
     if truncated:
         body = body.rstrip(" ,.;:") + "…"

@@ -151,12 +151,6 @@ class AccountsMixin:
         with self._write() as db:
             db.execute("DELETE FROM installations WHERE key = ?", [_installation_key(team_id, enterprise_id)])
 
-    def installed_teams(self) -> list[str]:
-        with self.connect() as db:
-            return [
-                r["team_id"] for r in db.rows("SELECT team_id FROM installations WHERE team_id IS NOT NULL")
-            ]
-
     def issue_oauth_state(self, state: str, expires_at: datetime) -> None:
         with self._write() as db:
             db.execute("INSERT INTO oauth_states (state, expires_at) VALUES (?, ?)", [state, iso(expires_at)])
@@ -223,13 +217,6 @@ class AccountsMixin:
                     "UPDATE deliveries SET state = ?, error = ?, updated_at = ? WHERE id = ?",
                     [state, (error or "")[:500], iso(utcnow()), delivery_id],
                 )
-
-    def delivery_counts(self) -> dict[str, int]:
-        with self.connect() as db:
-            return {
-                r["state"]: int(r["n"])
-                for r in db.rows("SELECT state, count(*) AS n FROM deliveries GROUP BY state")
-            }
 
 
 def _installation_key(team_id: str | None, enterprise_id: str | None) -> str:

@@ -429,7 +429,9 @@ def _best(rows: Iterable[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
 
 
 def tsquery_parts(terms: Sequence[str], *, prefix_last: bool, last_stem: str | None = None) -> list[str]:
-    """The to_tsquery inputs OR-ed by `tsquery_text`, one per word (letters and digits only)."""
+    """The to_tsquery inputs of a query, to be OR-ed, one per word (letters and digits only, so never a
+    syntax error); with `prefix_last` the last one a prefix (`:*`), and `last_stem` (an indexed stem it starts
+    with) an alternative to it."""
     words = [w for term in terms for w in _WORD.findall(term)]
     if not words:
         return []
@@ -441,9 +443,3 @@ def tsquery_parts(terms: Sequence[str], *, prefix_last: bool, last_stem: str | N
             parts.append(stem[0])
     return parts
 
-
-def tsquery_text(terms: Sequence[str], *, prefix_last: bool, last_stem: str | None = None) -> str:
-    """A to_tsquery input that can never be a syntax error: the words of the terms (letters and digits
-    only), OR-ed; with `prefix_last` the last one a prefix (`:*`), and `last_stem` (an indexed stem it starts
-    with) an alternative to it."""
-    return " | ".join(tsquery_parts(terms, prefix_last=prefix_last, last_stem=last_stem))

@@ -366,11 +366,6 @@ def fts5_phrases(terms: Sequence[str], *, prefix_last: bool, last_stem: str | No
     return parts
 
 
-def fts5_expression(terms: Sequence[str], *, prefix_last: bool, last_stem: str | None = None) -> str:
-    """An FTS5 MATCH expression that can never be a syntax error: the phrases of `fts5_phrases`, OR-ed."""
-    return " OR ".join(fts5_phrases(terms, prefix_last=prefix_last, last_stem=last_stem))
-
-
 def author_expression(names: Sequence[str]) -> str:
     """An FTS5 expression matching items by every given author: each name a phrase in authors_text (words
     only, so never a syntax error). Empty when no name has a word in it."""
