@@ -180,7 +180,7 @@ def highlighted_snippet(text: str, is_match: WordMatcher, limit: int = 300) -> s
     words_at = 0 if start % 2 else 1  # where the first word of the window is
     # A word (\w+) holds none of the characters that escaping or `inert` change.
     window[words_at::2] = [f"*{word}*" if is_match(word) else word for word in window[words_at::2]]
-    window[1 - words_at :: 2] = [inert(between) for between in window[1 - words_at :: 2]]
+    window[1 - words_at :: 2] = [b if b == " " else inert(b) for b in window[1 - words_at :: 2]]
     body = "".join(window).strip()
     if truncated:
         body = body.rstrip(" ,.;:") + "…"
