@@ -214,6 +214,7 @@ def test_sqlite_large_archive_pruning_keeps_the_exact_ranking(tmp_path, monkeypa
     scoring: the order must be what the exact query gives (FTS5's bm25 only)."""
     import bot.store.sqlite as store_module
 
+    monkeypatch.setattr(store_module, "HELD_PHRASE_ROWS", 0)  # pruning itself, not scores held in memory
     store = SQLiteStore(tmp_path / "pruning.db")
     store.migrate()
 
@@ -272,6 +273,7 @@ def test_sqlite_candidate_pruning_gives_the_exact_ranking(tmp_path, monkeypatch,
     store.migrate()
     store.add_items(items)
 
+    monkeypatch.setattr(store_module, "HELD_PHRASE_ROWS", 0)  # pruning itself, not scores held in memory
     monkeypatch.setattr(store_module, "PRUNE_MIN_ROWS", 10**9)
     exact = [(h.item.id, h.score) for h in search(store, query, limit=10)]
     monkeypatch.setattr(store_module, "PRUNE_MIN_ROWS", 1)

@@ -49,6 +49,7 @@ MIGRATIONS = (
     "m003_authors_fts",
     "m004_fts_prefix_index",
     "m005_installations",
+    "m006_search_generation",
 )
 # A merge_index that adds or enriches this many items is followed by _after_bulk_merge.
 BULK_MERGE = 200
@@ -394,21 +395,20 @@ class Store(AccountsMixin):
         stemming, a prefix match on the last term when `prefix_last`, newest first among equal scores.
         Authors are searched too (weighted half the summary); `filters.authors` keeps only items by every
         named author, and with no terms lists that author's items newest first."""
-        stem = self._indexed_stem(terms[-1]) if prefix_last and terms else None
         with self.connect() as db:
+            stem = self._indexed_stem(db, terms[-1]) if prefix_last and terms else None
             return self._search(db, SearchQuery(tuple(terms), prefix_last, stem, limit, filters))
 
-    def _indexed_stem(self, prefix: str) -> str | None:
+    def _indexed_stem(self, db: Conn, prefix: str) -> str | None:
         """For a prefix typed as the last word: the longest shorter start of it that is itself an indexed
         (stemmed) word. "normalizin" never prefixes the stem "normal" of "normalizing", so the prefix alone
         would miss it; "normal" (found here) does not."""
         word = re.sub(r"[^\w]", "", prefix, flags=re.UNICODE)
         if len(word) <= MIN_STEM_CHARS:
             return None
-        with self.connect() as db:
-            for end in range(len(word) - 1, MIN_STEM_CHARS - 1, -1):
-                if self._has_word(db, word[:end]):
-                    return word[:end]
+        for end in range(len(word) - 1, MIN_STEM_CHARS - 1, -1):
+            if self._has_word(db, word[:end]):
+                return word[:end]
         return None
 
 

@@ -131,7 +131,20 @@ def m005_installations(db: Conn) -> None:
         db.execute(sql)
 
 
-PG_MIGRATIONS = (m001_items, m002_delivery, m003_authors_fts, m004_fts_prefix_index, m005_installations)
+def m006_search_generation(db: Conn) -> None:
+    """Nothing to do here: SQLite keeps per-phrase bm25 scores between searches under a change counter
+    (bot.store.scores); PostgreSQL's ts_rank is not a sum over phrases and has no such cache. Recorded so
+    that both backends hold the same migration history."""
+
+
+PG_MIGRATIONS = (
+    m001_items,
+    m002_delivery,
+    m003_authors_fts,
+    m004_fts_prefix_index,
+    m005_installations,
+    m006_search_generation,
+)
 
 
 # --- the store -----------------------------------------------------------------------------------------

@@ -7,12 +7,13 @@ kept current by triggers. The embedded default: no server, one host.
 from __future__ import annotations
 
 import fcntl
+import heapq
 import math
 import os
 import re
 import sqlite3
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
@@ -22,6 +23,7 @@ from urllib.parse import quote
 from bot.store.base import ITEM_COLUMNS, MIGRATIONS, Conn, Store
 from bot.store.merge import backfill_authors_text
 from bot.store.models import LockTimeout, SearchFilters, SearchHit, SearchQuery, StoreError, row_item
+from bot.store.scores import PhraseScores
 
 if TYPE_CHECKING:  # sqlite-utils is imported when a migration has to run: `serve` starts without it
     from sqlite_utils import Database
@@ -36,6 +38,8 @@ FTS_PREFIXES = "3 4 5 6"
 PRUNE_MIN_ROWS = 2_000
 # Phrases found in at most this share of the rows are scored first (_ranked_search).
 RARE_FRACTION = 0.03
+# A phrase found in at most this many rows has its scores held in memory between searches (_held_search).
+HELD_PHRASE_ROWS = 20_000
 
 
 # --- migrations (sqlite-utils; registered in migration_set) --------------------------------------------
@@ -164,6 +168,18 @@ def m005_installations(db: Database) -> None:
     db.table("oauth_states").create({"state": str, "expires_at": str}, pk="state")
 
 
+def m006_search_generation(db: Database) -> None:
+    """A counter of changes to items, bumped by triggers whatever connection or process makes them: search
+    keeps per-phrase scores in memory under it (bot.store.scores)."""
+    db.execute("CREATE TABLE search_generation (n INTEGER NOT NULL)")
+    db.execute("INSERT INTO search_generation (n) VALUES (0)")
+    for event in ("INSERT", "UPDATE", "DELETE"):
+        db.execute(
+            f"CREATE TRIGGER items_generation_{event.lower()} AFTER {event} ON items "
+            "BEGIN UPDATE search_generation SET n = n + 1; END"
+        )
+
+
 # --- the store -----------------------------------------------------------------------------------------
 
 
@@ -173,7 +189,9 @@ def migration_set() -> Migrations:
     from sqlite_utils.migrations import Migrations
 
     migrations = Migrations(MIGRATION_SET)
-    for step in (m001_items, m002_delivery, m003_authors_fts, m004_fts_prefix_index, m005_installations):
+    steps = (m001_items, m002_delivery, m003_authors_fts, m004_fts_prefix_index, m005_installations,
+             m006_search_generation)
+    for step in steps:
         migrations()(step)
     return migrations
 
@@ -188,6 +206,7 @@ class SQLiteStore(Store):
         super().__init__()
         self.path = Path(path)
         self._keeper: sqlite3.Connection | None = None
+        self._scores = PhraseScores()  # shared with every session of this store (copy.copy keeps it)
 
     def describe(self) -> str:
         return f"database {self.path}"
@@ -312,11 +331,27 @@ class SQLiteStore(Store):
     def _has_word(self, db: Conn, word: str) -> bool:
         return db.one("SELECT 1 FROM items_fts WHERE items_fts MATCH ? LIMIT 1", [f'"{word}"']) is not None
 
+    def _indexed_stem(self, db: Conn, prefix: str) -> str | None:
+        # Kept with the phrase scores until the archive changes: each answer costs a few index lookups.
+        generation = _generation(db)
+        known = self._scores.fact(generation, ("stem", prefix))
+        if known is not None:
+            return str(known[0]) if known[0] is not None else None
+        stem = super()._indexed_stem(db, prefix)
+        self._scores.keep_fact(generation, ("stem", prefix), stem)
+        return stem
+
     def _search(self, db: Conn, query: SearchQuery) -> list[SearchHit]:
         filters, limit = query.filters, query.limit
         phrases = fts5_phrases(query.terms, prefix_last=query.prefix_last, last_stem=query.stem)
         if not filters.authors:
-            return _ranked_search(db, phrases, limit, filters) if phrases else []
+            if not phrases:
+                return []
+            if not (filters.since or filters.kind):
+                hits = _held_search(db, self._scores, phrases, limit)
+                if hits is not None:
+                    return hits
+            return _ranked_search(db, phrases, limit, filters)
         # author:"Name" filters (issue 6): every named author must match, in authors_text only.
         by_author = author_expression(filters.authors)
         if not by_author:
@@ -332,7 +367,7 @@ class SQLiteStore(Store):
         return [SearchHit(row_item(r), round(-float(r["rank"]), 6)) for r in _rows(db, sql, params)]
 
 
-def _rows(db: Conn, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+def _rows(db: Conn, sql: str, params: dict[str, Any] | Sequence[Any]) -> list[dict[str, Any]]:
     cursor = db.raw.execute(sql, params)
     names = [d[0] for d in cursor.description]
     return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
@@ -425,6 +460,79 @@ def _ranked_search(db: Conn, phrases: Sequence[str], limit: int, filters: Search
     if common and len(results) < limit:
         results += _newest_matching(db, common, limit - len(results), {h.item.id for h in results}, filters)
     return results
+
+
+def _generation(db: Conn) -> int:
+    """The archive's change counter (m006_search_generation)."""
+    return int(db.one("SELECT n FROM search_generation")[0])
+
+
+def _held_search(db: Conn, held: PhraseScores, phrases: Sequence[str], limit: int) -> list[SearchHit] | None:
+    """What `_ranked_search` answers without filters, from each phrase's scores held in memory (computed
+    and kept on first use, see bot.store.scores): the scored phrases' terms are added up per row, the best
+    rows read, and ties ordered newest first. As there, on a large archive a phrase in half the rows or
+    more only fills the places left (only its count is kept). None when a phrase to score matches more than
+    HELD_PHRASE_ROWS rows (`_ranked_search` prunes those better than a full scoring would)."""
+    # The generation is read first: every statement after it sees that state of the archive or a newer one,
+    # so nothing older is ever kept under it (and a newer generation drops it all).
+    generation = _generation(db)
+    kept = held.fact(generation, "rows")
+    total = int(kept[0]) if kept is not None else _fts_row_count(db)
+    held.keep_fact(generation, "rows", total)
+
+    def is_common(count: int) -> bool:
+        return total >= PRUNE_MIN_ROWS and 2 * count >= total
+
+    found: dict[str, tuple[int, Mapping[int, float] | None]] = {}
+    for phrase in dict.fromkeys(phrases):
+        known = held.phrase(generation, phrase)
+        if known is None:
+            count = _count_hits(db, phrase, HELD_PHRASE_ROWS + 1)
+            wanted = count <= HELD_PHRASE_ROWS and not is_common(count)
+            known = (count, _phrase_scores(db, phrase) if wanted else None)
+            held.keep_phrase(generation, phrase, *known)
+        if known[1] is None and not is_common(known[0]):
+            return None
+        found[phrase] = known
+    common = [p for p in phrases if is_common(found[p][0])]
+    scored = [p for p in phrases if p not in common]
+    results = _best(db, _summed([found[p][1] or {} for p in scored]), limit)
+    if common and len(results) < limit:
+        results += _newest_matching(db, common, limit - len(results), {h.item.id for h in results},
+                                    SearchFilters())
+    return results
+
+
+def _phrase_scores(db: Conn, phrase: str) -> dict[int, float]:
+    """rowid -> this phrase's term of the bm25 score, for every row matching it (bm25 is its negation)."""
+    sql = f"SELECT rowid, bm25(items_fts, {BM25_WEIGHTS}) FROM items_fts WHERE items_fts MATCH ?"
+    return {rowid: -rank for rowid, rank in db.raw.execute(sql, [phrase])}
+
+
+def _summed(maps: Sequence[Mapping[int, float]]) -> Mapping[int, float]:
+    """Per row, the terms of the phrases added in phrase order from 0.0, as FTS5's bm25 adds them."""
+    if len(maps) <= 1:
+        return maps[0] if maps else {}
+    sums = dict(maps[0])  # 0.0 + term is term
+    for scores in maps[1:]:
+        both = [(rowid, sums[rowid] + scores[rowid]) for rowid in sums.keys() & scores.keys()]
+        sums.update(scores)  # rows new to the sum: (0.0 +) their term
+        sums.update(both)
+    return sums
+
+
+def _best(db: Conn, scores: Mapping[int, float], limit: int) -> list[SearchHit]:
+    """The `limit` best-scoring rows, newest first among equal scores (rows tied with the last are read)."""
+    if not scores:
+        return []
+    pks = list(scores)
+    if len(pks) > limit:
+        floor = heapq.nlargest(limit, scores.values())[-1]
+        pks = [pk for pk, score in scores.items() if score >= floor]
+    rows = _rows(db, f"SELECT {ITEM_COLUMNS} FROM items WHERE pk IN ({', '.join('?' * len(pks))})", pks)
+    rows.sort(key=lambda r: (r["published"], r["pk"]), reverse=True)
+    rows.sort(key=lambda r: scores[r["pk"]], reverse=True)  # stable: ties stay newest first
+    return [SearchHit(row_item(r), round(scores[r["pk"]], 6)) for r in rows[:limit]]
 
 
 def _count_hits(db: Conn, phrase: str, cap: int) -> int:
