@@ -220,3 +220,24 @@ def test_a_database_that_is_not_sqlite_fails_with_exit_1(cwd):
     assert proc.returncode == 1
     assert "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(("level", "shown"), [("INFO", False), ("WARNING", False), ("DEBUG", True)])
+def test_waitress_queue_depth_warnings_are_logged_only_at_debug(level, shown):
+    """waitress warns "Task queue depth is N" for every request that waits for a thread: a line per request
+    in a burst. Logged with LOG_LEVEL=DEBUG only; waitress's other warnings stay."""
+    import io
+    import logging
+
+    from bot.cli import setup_logging
+    from bot.config import Settings
+
+    root = logging.getLogger()
+    saved = root.handlers[:], root.level
+    try:
+        setup_logging(Settings.from_env({"LOG_LEVEL": level}), io.StringIO())
+        assert logging.getLogger("waitress.queue").isEnabledFor(logging.WARNING) is shown
+        assert logging.getLogger("waitress").isEnabledFor(logging.WARNING)
+    finally:
+        root.handlers[:], level_before = saved
+        root.setLevel(level_before)
