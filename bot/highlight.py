@@ -18,6 +18,7 @@ import sqlite3
 import threading
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
+from functools import lru_cache
 from itertools import accumulate
 
 from bot.blocks import escape
@@ -32,6 +33,9 @@ _INERT = str.maketrans({"*": "\u2217", "`": "\u02cb", "~": "\u223c"})
 VOCABULARY_WORDS = 20_000
 VOCABULARY_CHARS = 1_000_000
 VOCABULARY_TERMS = 4_096
+# Summaries whose tokens are kept, and texts (a reply's summaries) whose words are (~20-40 KB each).
+TOKENIZED_TEXTS = 256
+LOWERED_TEXTS = 128
 
 WordMatcher = Callable[[str], bool]
 
@@ -61,7 +65,7 @@ class _Vocabulary:
                 raise
 
     def _matching(self, unique: set[str], expressions: Sequence[str]) -> set[str]:
-        new = [w for w in unique if w not in self.rowids]
+        new = list(unique - self.rowids.keys())
         chars = sum(map(len, new))
         if self.conn is None or len(self.words) + len(new) > VOCABULARY_WORDS or \
                 self.chars + chars > VOCABULARY_CHARS:
@@ -134,20 +138,33 @@ def word_matcher(terms: Sequence[str], *, prefix_last: bool = False) -> WordMatc
 
 def matcher_for_text(text: str, terms: Sequence[str], *, prefix_last: bool = False) -> WordMatcher:
     """Like `word_matcher`, answering for every word of `text` with one lookup."""
-    lowered = {word: word.lower() for word in set(words(text))}
+    lowered = _lowered(text)
     known = set(lowered.values())
     hits = _matching_lowered(known, terms, prefix_last)
-    answers = {word: low in hits for word, low in lowered.items()}  # the words of `text` as they are written
     fallback = word_matcher(terms, prefix_last=prefix_last)
 
     def is_match(word: str) -> bool:
-        answer = answers.get(word)
-        if answer is None:
-            key = word.lower()
-            answer = key in hits if key in known else fallback(word)
-        return answer
+        low = lowered.get(word)  # the words of `text` as they are written
+        if low is None:
+            low = word.lower()
+            if low not in known:
+                return fallback(word)
+        return low in hits
 
     return is_match
+
+
+@lru_cache(maxsize=LOWERED_TEXTS)
+def _lowered(text: str) -> dict[str, str]:
+    """Each distinct word of `text` as written -> in lower case (kept, as `_tokens` is; never changed)."""
+    return {word: word.lower() for word in set(words(text))}
+
+
+@lru_cache(maxsize=TOKENIZED_TEXTS)
+def _tokens(text: str) -> tuple[str, ...]:
+    """`text` with its white space made single spaces, split into what lies between words and words (kept:
+    the results a search shows recur, and a summary is split on each)."""
+    return tuple(_TOKENS.split(" ".join(text.split())))
 
 
 def inert(text: str) -> str:
@@ -158,8 +175,7 @@ def inert(text: str) -> str:
 def highlighted_snippet(text: str, is_match: WordMatcher, limit: int = 300) -> str:
     """At most `limit` characters of `text` (before escaping) around the first matching word, escaped for
     mrkdwn, with every matching word in bold."""
-    text = " ".join(text.split())
-    tokens = _TOKENS.split(text)  # odd indexes are words, even ones what lies between them
+    tokens = _tokens(text)  # odd indexes are words, even ones what lies between them
     start = 0
     for first in range(1, len(tokens), 2):
         if is_match(tokens[first]):
@@ -176,7 +192,7 @@ def highlighted_snippet(text: str, is_match: WordMatcher, limit: int = 300) -> s
     truncated = end < len(tokens)
     if truncated and end > start and end % 2 == 1:  # do not end on what lies between two words
         end -= 1
-    window = tokens[start:end]
+    window = list(tokens[start:end])
     words_at = 0 if start % 2 else 1  # where the first word of the window is
     # A word (\w+) holds none of the characters that escaping or `inert` change.
     window[words_at::2] = [f"*{word}*" if is_match(word) else word for word in window[words_at::2]]

@@ -21,12 +21,13 @@ from typing import Any
 
 MAX_ENTRIES = 250_000
 MAX_FACTS = 10_000
+MAX_ROWS = 2_000  # rows read for results (an item: ~1-3 KB)
 
 
 class PhraseScores:
-    """phrase -> (rows matching it, {rowid: its bm25 term} or None when only the count is kept), and small
-    facts about the index (its row count, the indexed stem of a typed prefix); one lock, shared by every
-    thread and session of a store."""
+    """phrase -> (rows matching it, {rowid: its bm25 term} or None when only the count is kept), small facts
+    about the index (its row count, the indexed stem of a typed prefix), and the rows results showed, by
+    rowid; one lock, shared by every thread and session of a store."""
 
     def __init__(self, max_entries: int = MAX_ENTRIES) -> None:
         self.max_entries = max_entries
@@ -34,6 +35,7 @@ class PhraseScores:
         self._generation: int | None = None
         self._phrases: dict[str, tuple[int, Mapping[int, float] | None]] = {}
         self._facts: dict[Hashable, Any] = {}
+        self._rows: dict[int, Any] = {}
         self._entries = 0
 
     def phrase(self, generation: int, phrase: str) -> tuple[int, Mapping[int, float] | None] | None:
@@ -76,6 +78,21 @@ class PhraseScores:
                     self._facts.clear()
                 self._facts[key] = value
 
+    def rows(self, generation: int, rowids: list[int]) -> dict[int, Any]:
+        """Those of `rowids` whose rows are kept for this generation."""
+        with self._lock:
+            if not self._current(generation):
+                return {}
+            kept = self._rows
+            return {rowid: kept[rowid] for rowid in rowids if rowid in kept}
+
+    def keep_rows(self, generation: int, rows: dict[int, Any]) -> None:
+        with self._lock:
+            if self._current(generation):
+                if len(self._rows) + len(rows) > MAX_ROWS:
+                    self._rows.clear()
+                self._rows.update(rows)
+
     @property
     def entries(self) -> int:
         return self._entries
@@ -88,5 +105,6 @@ class PhraseScores:
             self._generation = generation
             self._phrases.clear()
             self._facts.clear()
+            self._rows.clear()
             self._entries = 0
         return True

@@ -496,7 +496,7 @@ def _held_search(db: Conn, held: PhraseScores, phrases: Sequence[str], limit: in
         found[phrase] = known
     common = [p for p in phrases if is_common(found[p][0])]
     scored = [p for p in phrases if p not in common]
-    results = _best(db, _summed([found[p][1] or {} for p in scored]), limit)
+    results = _best(db, held, generation, _summed([found[p][1] or {} for p in scored]), limit)
     if common and len(results) < limit:
         results += _newest_matching(db, common, limit - len(results), {h.item.id for h in results},
                                     SearchFilters())
@@ -515,24 +515,33 @@ def _summed(maps: Sequence[Mapping[int, float]]) -> Mapping[int, float]:
         return maps[0] if maps else {}
     sums = dict(maps[0])  # 0.0 + term is term
     for scores in maps[1:]:
-        both = [(rowid, sums[rowid] + scores[rowid]) for rowid in sums.keys() & scores.keys()]
-        sums.update(scores)  # rows new to the sum: (0.0 +) their term
-        sums.update(both)
+        get = sums.get
+        for rowid, term in scores.items():
+            sums[rowid] = get(rowid, 0.0) + term
     return sums
 
 
-def _best(db: Conn, scores: Mapping[int, float], limit: int) -> list[SearchHit]:
-    """The `limit` best-scoring rows, newest first among equal scores (rows tied with the last are read)."""
+def _best(
+    db: Conn, held: PhraseScores, generation: int, scores: Mapping[int, float], limit: int
+) -> list[SearchHit]:
+    """The `limit` best-scoring rows, newest first among equal scores (rows tied with the last are read).
+    Rows are read once per generation: the results of recurring searches recur."""
     if not scores:
         return []
     pks = list(scores)
     if len(pks) > limit:
         floor = heapq.nlargest(limit, scores.values())[-1]
         pks = [pk for pk, score in scores.items() if score >= floor]
-    rows = _rows(db, f"SELECT {ITEM_COLUMNS} FROM items WHERE pk IN ({', '.join('?' * len(pks))})", pks)
-    rows.sort(key=lambda r: (r["published"], r["pk"]), reverse=True)
-    rows.sort(key=lambda r: scores[r["pk"]], reverse=True)  # stable: ties stay newest first
-    return [SearchHit(row_item(r), round(scores[r["pk"]], 6)) for r in rows[:limit]]
+    rows = held.rows(generation, pks)
+    missing = [pk for pk in pks if pk not in rows]
+    if missing:
+        sql = f"SELECT {ITEM_COLUMNS} FROM items WHERE pk IN ({', '.join('?' * len(missing))})"
+        read = {r["pk"]: (r["published"], row_item(r)) for r in _rows(db, sql, missing)}
+        held.keep_rows(generation, read)
+        rows.update(read)
+    ranked = sorted(rows, key=lambda pk: (rows[pk][0], pk), reverse=True)  # newest first
+    ranked.sort(key=scores.__getitem__, reverse=True)  # stable: ties stay newest first
+    return [SearchHit(rows[pk][1], round(scores[pk], 6)) for pk in ranked[:limit]]
 
 
 def _count_hits(db: Conn, phrase: str, cap: int) -> int:
