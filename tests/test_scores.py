@@ -12,7 +12,7 @@ import bot.store.sqlite as sqlite_module
 from bot.feed import Item
 from bot.search import search
 from bot.store import SQLiteStore
-from bot.store.scores import PhraseScores
+from bot.store.scores import Held, PhraseScores
 
 
 def make(slug: str, title: str, summary: str = "", day: int = 1) -> Item:
@@ -96,15 +96,15 @@ def test_a_phrase_in_more_rows_than_are_held_is_ranked_by_the_index(archive, mon
     fresh = SQLiteStore(archive.path)
     monkeypatch.setattr(sqlite_module, "HELD_PHRASE_ROWS", 50)  # "transformer" is in ~60% of the rows
     assert ranked(fresh, "transformer vision") == exact
-    assert fresh._scores.phrase(generation(fresh), '"transformer"') == (51, None)  # counted up to the bound
+    assert fresh._scores.phrase(generation(fresh), '"transformer"') == Held(51)  # counted up to the bound
 
 
 def test_a_phrase_in_half_the_rows_of_a_large_archive_keeps_only_its_count(archive, monkeypatch):
     monkeypatch.setattr(sqlite_module, "PRUNE_MIN_ROWS", 1)
     ranked(archive, "transformer vision ")  # no prefix: the phrases are "transformer" and "vision"
-    count, scores = archive._scores.phrase(generation(archive), '"transformer"') or (0, {})
-    assert scores is None
-    assert 2 * count >= 400
+    kept = archive._scores.phrase(generation(archive), '"transformer"')
+    assert kept is not None and kept.scores is None
+    assert 2 * kept.count >= 400
     assert archive._scores.phrase(generation(archive), '"vision"') is not None
 
 
@@ -139,31 +139,31 @@ def scores(n: int, base: int = 0) -> dict[int, float]:
 
 def test_held_rows_are_bounded_least_recently_used_first():
     held = PhraseScores(max_entries=10)
-    held.keep_phrase(1, '"a"', 4, scores(4))
-    held.keep_phrase(1, '"b"', 4, scores(4))
+    held.keep_phrase(1, '"a"', Held.of(4, scores(4)))
+    held.keep_phrase(1, '"b"', Held.of(4, scores(4)))
     assert held.phrase(1, '"a"') is not None  # "a" is now the most recently used
-    held.keep_phrase(1, '"c"', 4, scores(4))
+    held.keep_phrase(1, '"c"', Held.of(4, scores(4)))
     assert held.phrase(1, '"b"') is None
     assert held.phrase(1, '"a"') is not None and held.phrase(1, '"c"') is not None
     assert held.entries == 8
-    held.keep_phrase(1, '"huge"', 11, scores(11))
+    held.keep_phrase(1, '"huge"', Held.of(11, scores(11)))
     assert held.phrase(1, '"huge"') is None
     assert held.entries == 8
 
 
 def test_a_count_without_scores_costs_no_rows():
     held = PhraseScores(max_entries=10)
-    held.keep_phrase(1, '"common"', 10**6, None)
-    assert held.phrase(1, '"common"') == (10**6, None)
+    held.keep_phrase(1, '"common"', Held.of(10**6, None))
+    assert held.phrase(1, '"common"') == Held(10**6)
     assert held.entries == 0
 
 
 def test_a_newer_generation_drops_everything_and_an_older_one_is_neither_served_nor_kept():
     held = PhraseScores()
-    held.keep_phrase(2, '"a"', 3, scores(3))
+    held.keep_phrase(2, '"a"', Held.of(3, scores(3)))
     held.keep_fact(2, ("stem", "captionin"), "caption")
     assert held.phrase(1, '"a"') is None  # a reader that began before the change
-    held.keep_phrase(1, '"b"', 3, scores(3))
+    held.keep_phrase(1, '"b"', Held.of(3, scores(3)))
     assert held.phrase(2, '"b"') is None
     assert held.fact(2, ("stem", "captionin")) == ("caption",)
     assert held.phrase(3, '"a"') is None
@@ -171,3 +171,20 @@ def test_a_newer_generation_drops_everything_and_an_older_one_is_neither_served_
     assert held.entries == 0
     held.keep_fact(3, ("stem", "xyz"), None)
     assert held.fact(3, ("stem", "xyz")) == (None,)
+
+
+def test_rows_of_big_phrases_are_looked_up_not_walked():
+    """The rows of the rarest phrase are scored in full; a row of only the big phrase is left out once the
+    limit-th best beats what the big phrase alone can give; every kept row has its exact sum."""
+    rare = Held.of(3, {1: 5.0, 2: 4.0, 3: 3.0})
+    big = Held.of(1000, {**{row: 0.5 for row in range(10, 1010)}, 1: 0.25, 2: 0.5})
+    sums = sqlite_module._candidate_sums([big, rare], limit=2)
+    assert sums == {1: 0.25 + 5.0, 2: 0.5 + 4.0, 3: 3.0}
+    # with limit 4 the rare phrase has too few rows: every row is scored
+    assert len(sqlite_module._candidate_sums([big, rare], limit=4)) == 1003
+
+
+def test_a_row_that_could_tie_the_last_place_is_scored():
+    rare = Held.of(2, {1: 2.0, 2: 0.5})
+    big = Held.of(2, {5: 0.5, 6: 0.1})  # row 5 alone can reach 0.5, the second best: it must be compared
+    assert sqlite_module._candidate_sums([rare, big], limit=2) == {1: 2.0, 2: 0.5, 5: 0.5, 6: 0.1}

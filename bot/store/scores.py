@@ -3,20 +3,22 @@
 FTS5's bm25 of an OR query is a sum over its phrases, each phrase's term depending on that phrase and the
 row alone (its IDF, its weighted frequency in the row, the row's length against the average). So the score
 of any query is the sum, in phrase order, of what a one-phrase query gives each row: `PhraseScores` keeps
-those per-phrase maps, and a search whose phrases are all held adds a few hundred floats in place of asking
-FTS5 to score every matching row again (~3 µs a row). The sum is formed as FTS5 forms it (0.0, then each
-phrase's term in query order), so the scores are the same doubles.
+those per-phrase maps, and a search whose phrases are all held adds up a few terms per candidate row (see
+bot.store.sqlite._candidate_sums) in place of asking FTS5 to score every matching row again (~3 µs a row).
+The sum is formed as FTS5 forms it (0.0, then each phrase's term in query order), so the scores are the same
+doubles.
 
 Everything is tied to the archive's generation (`search_generation.n`, bumped by triggers on every insert,
 update or delete of an item, from any process): a lookup under another generation finds nothing, and the
-first one under a newer generation drops the lot. Bounded: at most MAX_ENTRIES rows in all (~100 bytes
-each); the least recently used phrases go first.
+first one under a newer generation drops the lot. Bounded: at most MAX_ENTRIES rows in all (~80 bytes
+each, ~20 MB); the least recently used phrases go first.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Hashable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 MAX_ENTRIES = 250_000
@@ -24,21 +26,35 @@ MAX_FACTS = 10_000
 MAX_ROWS = 2_000  # rows read for results (an item: ~1-3 KB)
 
 
+@dataclass(frozen=True)
+class Held:
+    """What is kept of one phrase: how many rows match it (counted up to a bound), and unless only the count
+    is kept, rowid -> the phrase's term of that row's score, and the largest term."""
+
+    count: int
+    scores: Mapping[int, float] | None = None
+    peak: float = 0.0
+
+    @classmethod
+    def of(cls, count: int, scores: Mapping[int, float] | None) -> Held:
+        return cls(count, scores, max(scores.values(), default=0.0) if scores is not None else 0.0)
+
+
 class PhraseScores:
-    """phrase -> (rows matching it, {rowid: its bm25 term} or None when only the count is kept), small facts
-    about the index (its row count, the indexed stem of a typed prefix), and the rows results showed, by
-    rowid; one lock, shared by every thread and session of a store."""
+    """phrase -> what is `Held` of it, small facts about the index (its row count, the indexed stem of a
+    typed prefix), and the rows results showed, by rowid; one lock, shared by every thread and session of a
+    store."""
 
     def __init__(self, max_entries: int = MAX_ENTRIES) -> None:
         self.max_entries = max_entries
         self._lock = threading.Lock()
         self._generation: int | None = None
-        self._phrases: dict[str, tuple[int, Mapping[int, float] | None]] = {}
+        self._phrases: dict[str, Held] = {}
         self._facts: dict[Hashable, Any] = {}
         self._rows: dict[int, Any] = {}
         self._entries = 0
 
-    def phrase(self, generation: int, phrase: str) -> tuple[int, Mapping[int, float] | None] | None:
+    def phrase(self, generation: int, phrase: str) -> Held | None:
         with self._lock:
             if not self._current(generation):
                 return None
@@ -47,21 +63,18 @@ class PhraseScores:
                 self._phrases[phrase] = found  # most recently used last
             return found
 
-    def keep_phrase(
-        self, generation: int, phrase: str, count: int, scores: Mapping[int, float] | None
-    ) -> None:
-        size = len(scores) if scores is not None else 0
+    def keep_phrase(self, generation: int, phrase: str, held: Held) -> None:
+        size = _size(held)
         with self._lock:
             if not self._current(generation) or size > self.max_entries:
                 return
             old = self._phrases.pop(phrase, None)
-            if old is not None and old[1] is not None:
-                self._entries -= len(old[1])
+            if old is not None:
+                self._entries -= _size(old)
             while self._phrases and self._entries + size > self.max_entries:
-                _, evicted = self._phrases.pop(next(iter(self._phrases)))  # the least recently used
-                if evicted is not None:
-                    self._entries -= len(evicted)
-            self._phrases[phrase] = (count, scores)
+                least_recent = next(iter(self._phrases))
+                self._entries -= _size(self._phrases.pop(least_recent))
+            self._phrases[phrase] = held
             self._entries += size
 
     def fact(self, generation: int, key: Hashable) -> tuple[Any] | None:
@@ -108,3 +121,7 @@ class PhraseScores:
             self._rows.clear()
             self._entries = 0
         return True
+
+
+def _size(held: Held) -> int:
+    return len(held.scores) if held.scores is not None else 0
