@@ -40,6 +40,9 @@ HEALTH_PATH = "/healthz"
 HTTP_THREADS = 4
 MAX_BODY = 1024 * 1024  # Slack's payloads are a few KB
 POLLER_STOP_SECONDS = 20.0
+# The poller (and the feed client and parser it imports) starts this long after the server listens, so its
+# imports do not compete for the GIL with the first requests (Heroku's boot check, a health probe).
+POLLER_START_DELAY = 0.5
 LAZY_DRAIN_SECONDS = 3.0
 HTTP_GRACE_SECONDS = 5.0
 
@@ -147,7 +150,11 @@ def start_poller(settings: Settings, store: Store) -> Poller | None:
     return poller
 
 
-def _start_poller_into(pollers: list[Poller | None], settings: Settings, store: Store) -> None:
+def _start_poller_into(
+    pollers: list[Poller | None], settings: Settings, store: Store, stopping: threading.Event
+) -> None:
+    if stopping.wait(POLLER_START_DELAY):
+        return
     try:
         pollers.append(start_poller(settings, store))
     except Exception:  # noqa: BLE001 - serving goes on without the poller; the log says why
@@ -192,8 +199,9 @@ def serve(settings: Settings) -> int:
         log.info("event=listening mode=%s port=%s path=%s workspaces=%s", "socket" if socket_mode else "http",
                  server.effective_port, HEALTH_PATH if socket_mode else EVENTS_PATH,
                  f"oauth install={OAUTH_PATHS[0]}" if settings.oauth_enabled else "single")
-        # The poller (and the feed client it imports) starts beside the server, not before it.
-        starter = threading.Thread(target=_start_poller_into, args=(pollers, settings, store),
+        # The poller (and the feed client it imports) starts beside the server, not before it (and a little
+        # after it: POLLER_START_DELAY); a stop before then means it never starts.
+        starter = threading.Thread(target=_start_poller_into, args=(pollers, settings, store, stopping),
                                    name="poller-start", daemon=True)
         starter.start()
         run_until(server, stopping)
