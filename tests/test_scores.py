@@ -99,6 +99,17 @@ def test_a_phrase_in_more_rows_than_are_held_is_ranked_by_the_index(archive, mon
     assert fresh._scores.phrase(generation(fresh), '"transformer"') == Held(51)  # counted up to the bound
 
 
+def test_a_phrase_in_many_rows_is_scored_on_its_second_search(archive, monkeypatch):
+    monkeypatch.setattr(sqlite_module, "EAGER_ROWS", 10)  # "vision" is in ~90 rows
+    exact = ranked(SQLiteStore(archive.path), "vision ")
+    assert ranked(archive, "vision ") == exact  # answered as _ranked_search answers
+    first = archive._scores.phrase(generation(archive), '"vision"')
+    assert first is not None and first.scores is None and first.count > 10
+    assert ranked(archive, "vision ") == exact
+    second = archive._scores.phrase(generation(archive), '"vision"')
+    assert second is not None and second.scores is not None and len(second.scores) == first.count
+
+
 def test_a_phrase_in_half_the_rows_of_a_large_archive_keeps_only_its_count(archive, monkeypatch):
     monkeypatch.setattr(sqlite_module, "PRUNE_MIN_ROWS", 1)
     ranked(archive, "transformer vision ")  # no prefix: the phrases are "transformer" and "vision"

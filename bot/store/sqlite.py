@@ -40,7 +40,10 @@ PRUNE_MIN_ROWS = 2_000
 RARE_FRACTION = 0.03
 # A phrase found in at most this many rows has its scores held in memory between searches (_held_search):
 # scoring them the first time takes ~3 µs a row (~0.2 s at 50,000), every later search only looks rows up.
+# One in more than EAGER_ROWS rows is scored when it is searched a second time (a word searched once is
+# searched as _ranked_search does, which scores fewer rows).
 HELD_PHRASE_ROWS = 50_000
+EAGER_ROWS = 2_000
 
 
 # --- migrations (sqlite-utils; registered in migration_set) --------------------------------------------
@@ -473,7 +476,8 @@ def _held_search(db: Conn, held: PhraseScores, phrases: Sequence[str], limit: in
     and kept on first use, see bot.store.scores): the scored phrases' terms are added up per row (only for
     rows that can make the results, see `_candidate_sums`), the best rows read, and ties ordered newest
     first. As there, on a large archive a phrase in half the rows or more only fills the places left (only
-    its count is kept). None when a phrase to score matches more than HELD_PHRASE_ROWS rows."""
+    its count is kept). None when a phrase to score has no scores held: it matches more than
+    HELD_PHRASE_ROWS rows, or more than EAGER_ROWS and this is its first search."""
     # The generation is read first: every statement after it sees that state of the archive or a newer one,
     # so nothing older is ever kept under it (and a newer generation drops it all).
     generation = _generation(db)
@@ -484,17 +488,23 @@ def _held_search(db: Conn, held: PhraseScores, phrases: Sequence[str], limit: in
     def is_common(count: int) -> bool:
         return total >= PRUNE_MIN_ROWS and 2 * count >= total
 
+    def worth_scoring(count: int) -> bool:
+        return count <= HELD_PHRASE_ROWS and not is_common(count)
+
     found: dict[str, Held] = {}
     for phrase in dict.fromkeys(phrases):
         known = held.phrase(generation, phrase)
-        if known is None:
+        if known is None:  # first search: counted, and scored now if that is cheap
             count = _count_hits(db, phrase, HELD_PHRASE_ROWS + 1)
-            wanted = count <= HELD_PHRASE_ROWS and not is_common(count)
-            known = Held.of(count, _phrase_scores(db, phrase) if wanted else None)
+            eager = count <= EAGER_ROWS and worth_scoring(count)
+            known = Held.of(count, _phrase_scores(db, phrase) if eager else None)
             held.keep_phrase(generation, phrase, known)
-        if known.scores is None and not is_common(known.count):
-            return None
+        elif known.scores is None and worth_scoring(known.count):  # searched again: scored now
+            known = Held.of(known.count, _phrase_scores(db, phrase))
+            held.keep_phrase(generation, phrase, known)
         found[phrase] = known
+    if any(p.scores is None and not is_common(p.count) for p in found.values()):
+        return None
     common = [p for p in phrases if is_common(found[p].count)]
     scored = [found[p] for p in phrases if p not in common]
     results = _best(db, held, generation, _candidate_sums(scored, limit), limit)
