@@ -197,5 +197,7 @@ def test_rows_of_big_phrases_are_looked_up_not_walked():
 
 def test_a_row_that_could_tie_the_last_place_is_scored():
     rare = Held.of(2, {1: 2.0, 2: 0.5})
-    big = Held.of(2, {5: 0.5, 6: 0.1})  # row 5 alone can reach 0.5, the second best: it must be compared
-    assert sqlite_module._candidate_sums([rare, big], limit=2) == {1: 2.0, 2: 0.5, 5: 0.5, 6: 0.1}
+    rest = {row: 0.01 for row in range(100, 120)}
+    big = Held.of(22, {5: 0.5, 6: 0.1, **rest})  # row 5 alone can reach 0.5, the second best: it is compared
+    assert sqlite_module._candidate_sums([rare, big], limit=2) == {1: 2.0, 2: 0.5, 5: 0.5, 6: 0.1, **rest}
+    assert sqlite_module._candidate_sums([rare, big], limit=1) == {1: 2.0, 2: 0.5}  # 2.0 > 0.5: no other

@@ -528,20 +528,21 @@ def _candidate_sums(phrases: Sequence[Held], limit: int) -> Mapping[int, float]:
     none of them scores at most the other phrases' largest terms added up (in the same order, rounding is
     monotonic), so once the limit-th best score is above that bound, no such row can enter the results or
     tie with them. Otherwise the next rarest phrase joins (at worst all do: every matching row is scored).
-    A big phrase is then only looked up, row by row, never walked."""
+    A big phrase is then only looked up, row by row, never walked. When the phrases are of a size, walking
+    them all costs less than looking each up for the rarest one's rows (a walked row costs about half a
+    looked-up one), and every row is scored."""
     maps = [p.scores or {} for p in phrases]
     if len(maps) == 1:
         return maps[0]
     order = sorted(range(len(maps)), key=lambda i: len(maps[i]))
+    if sum(map(len, maps)) <= 2 * len(maps[order[0]]) * len(maps):
+        return _summed(maps)
     for taken in range(1, len(maps) + 1):
         rare = set(order[:taken])
-        rows = set().union(*(maps[i].keys() for i in rare))
-        sums = {}
-        for rowid in rows:
-            score = 0.0
-            for scores in maps:
-                score += scores.get(rowid, 0.0)
-            sums[rowid] = score
+        sums = dict.fromkeys(set().union(*(maps[i].keys() for i in rare)), 0.0)
+        for scores in maps:
+            get = scores.get
+            sums = {rowid: score + get(rowid, 0.0) for rowid, score in sums.items()}
         if taken == len(maps):
             return sums
         bound = 0.0
@@ -550,6 +551,16 @@ def _candidate_sums(phrases: Sequence[Held], limit: int) -> Mapping[int, float]:
         if len(sums) >= limit and heapq.nlargest(limit, sums.values())[-1] > bound:
             return sums
     return {}
+
+
+def _summed(maps: Sequence[Mapping[int, float]]) -> dict[int, float]:
+    """Every row of every map, its terms added in map order from 0.0 (0.0 + term is term)."""
+    sums = dict(maps[0])
+    for scores in maps[1:]:
+        get = sums.get
+        for rowid, term in scores.items():
+            sums[rowid] = get(rowid, 0.0) + term
+    return sums
 
 
 def _best(
