@@ -110,6 +110,14 @@ def test_a_phrase_in_many_rows_is_scored_on_its_second_search(archive, monkeypat
     assert second is not None and second.scores is not None and len(second.scores) == first.count
 
 
+def test_a_query_of_phrases_in_half_the_rows_lists_the_newest_of_them(archive, monkeypatch):
+    monkeypatch.setattr(sqlite_module, "PRUNE_MIN_ROWS", 1)
+    hits = search(archive, "transformer ", limit=5)  # ~60% of the rows: nothing to score, newest first
+    assert len(hits) == 5 and {hit.score for hit in hits} == {0.0}
+    assert [hit.item.published for hit in hits] == sorted((hit.item.published for hit in hits), reverse=True)
+    assert sqlite_module._candidate_sums([], limit=5) == {}
+
+
 def test_a_phrase_in_half_the_rows_of_a_large_archive_keeps_only_its_count(archive, monkeypatch):
     monkeypatch.setattr(sqlite_module, "PRUNE_MIN_ROWS", 1)
     ranked(archive, "transformer vision ")  # no prefix: the phrases are "transformer" and "vision"

@@ -532,8 +532,8 @@ def _candidate_sums(phrases: Sequence[Held], limit: int) -> Mapping[int, float]:
     them all costs less than looking each up for the rarest one's rows (a walked row costs about half a
     looked-up one), and every row is scored."""
     maps = [p.scores or {} for p in phrases]
-    if len(maps) == 1:
-        return maps[0]
+    if len(maps) <= 1:
+        return maps[0] if maps else {}
     order = sorted(range(len(maps)), key=lambda i: len(maps[i]))
     if sum(map(len, maps)) <= 2 * len(maps[order[0]]) * len(maps):
         return _summed(maps)
