@@ -12,7 +12,7 @@ import bot.store.sqlite as sqlite_module
 from bot.feed import Item
 from bot.search import search
 from bot.store import SQLiteStore
-from bot.store.scores import Held, PhraseScores
+from bot.store.scores import Held, PhraseScores, candidate_sums
 
 
 def make(slug: str, title: str, summary: str = "", day: int = 1) -> Item:
@@ -115,7 +115,7 @@ def test_a_query_of_phrases_in_half_the_rows_lists_the_newest_of_them(archive, m
     hits = search(archive, "transformer ", limit=5)  # ~60% of the rows: nothing to score, newest first
     assert len(hits) == 5 and {hit.score for hit in hits} == {0.0}
     assert [hit.item.published for hit in hits] == sorted((hit.item.published for hit in hits), reverse=True)
-    assert sqlite_module._candidate_sums([], limit=5) == {}
+    assert candidate_sums([], limit=5) == {}
 
 
 def test_a_phrase_in_half_the_rows_of_a_large_archive_keeps_only_its_count(archive, monkeypatch):
@@ -197,15 +197,15 @@ def test_rows_of_big_phrases_are_looked_up_not_walked():
     limit-th best beats what the big phrase alone can give; every kept row has its exact sum."""
     rare = Held.of(3, {1: 5.0, 2: 4.0, 3: 3.0})
     big = Held.of(1000, {**{row: 0.5 for row in range(10, 1010)}, 1: 0.25, 2: 0.5})
-    sums = sqlite_module._candidate_sums([big, rare], limit=2)
+    sums = candidate_sums([big, rare], limit=2)
     assert sums == {1: 0.25 + 5.0, 2: 0.5 + 4.0, 3: 3.0}
     # with limit 4 the rare phrase has too few rows: every row is scored
-    assert len(sqlite_module._candidate_sums([big, rare], limit=4)) == 1003
+    assert len(candidate_sums([big, rare], limit=4)) == 1003
 
 
 def test_a_row_that_could_tie_the_last_place_is_scored():
     rare = Held.of(2, {1: 2.0, 2: 0.5})
     rest = {row: 0.01 for row in range(100, 120)}
     big = Held.of(22, {5: 0.5, 6: 0.1, **rest})  # row 5 alone can reach 0.5, the second best: it is compared
-    assert sqlite_module._candidate_sums([rare, big], limit=2) == {1: 2.0, 2: 0.5, 5: 0.5, 6: 0.1, **rest}
-    assert sqlite_module._candidate_sums([rare, big], limit=1) == {1: 2.0, 2: 0.5}  # 2.0 > 0.5: no other
+    assert candidate_sums([rare, big], limit=2) == {1: 2.0, 2: 0.5, 5: 0.5, 6: 0.1, **rest}
+    assert candidate_sums([rare, big], limit=1) == {1: 2.0, 2: 0.5}  # 2.0 > 0.5: no other

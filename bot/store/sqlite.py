@@ -23,7 +23,7 @@ from urllib.parse import quote
 from bot.store.base import ITEM_COLUMNS, MIGRATIONS, Conn, Store
 from bot.store.merge import backfill_authors_text
 from bot.store.models import LockTimeout, SearchFilters, SearchHit, SearchQuery, StoreError, row_item
-from bot.store.scores import Held, PhraseScores
+from bot.store.scores import Held, PhraseScores, candidate_sums
 
 if TYPE_CHECKING:  # sqlite-utils is imported when a migration has to run: `serve` starts without it
     from sqlite_utils import Database
@@ -474,10 +474,10 @@ def _generation(db: Conn) -> int:
 def _held_search(db: Conn, held: PhraseScores, phrases: Sequence[str], limit: int) -> list[SearchHit] | None:
     """What `_ranked_search` answers without filters, from each phrase's scores held in memory (computed
     and kept on first use, see bot.store.scores): the scored phrases' terms are added up per row (only for
-    rows that can make the results, see `_candidate_sums`), the best rows read, and ties ordered newest
-    first. As there, on a large archive a phrase in half the rows or more only fills the places left (only
-    its count is kept). None when a phrase to score has no scores held: it matches more than
-    HELD_PHRASE_ROWS rows, or more than EAGER_ROWS and this is its first search."""
+    rows that can make the results: `candidate_sums`), the best rows read, and ties ordered newest first.
+    As there, on a large archive a phrase in half the rows or more only fills the places left (only its
+    count is kept). None when a phrase to score has no scores held: it matches more than HELD_PHRASE_ROWS
+    rows, or more than EAGER_ROWS and this is its first search."""
     # The generation is read first: every statement after it sees that state of the archive or a newer one,
     # so nothing older is ever kept under it (and a newer generation drops it all).
     generation = _generation(db)
@@ -507,7 +507,7 @@ def _held_search(db: Conn, held: PhraseScores, phrases: Sequence[str], limit: in
         return None
     common = [p for p in phrases if is_common(found[p].count)]
     scored = [found[p] for p in phrases if p not in common]
-    results = _best(db, held, generation, _candidate_sums(scored, limit), limit)
+    results = _best(db, held, generation, candidate_sums(scored, limit), limit)
     if common and len(results) < limit:
         results += _newest_matching(db, common, limit - len(results), {h.item.id for h in results},
                                     SearchFilters())
@@ -518,49 +518,6 @@ def _phrase_scores(db: Conn, phrase: str) -> dict[int, float]:
     """rowid -> this phrase's term of the bm25 score, for every row matching it (bm25 is its negation)."""
     sql = f"SELECT rowid, bm25(items_fts, {BM25_WEIGHTS}) FROM items_fts WHERE items_fts MATCH ?"
     return {rowid: -rank for rowid, rank in db.raw.execute(sql, [phrase])}
-
-
-def _candidate_sums(phrases: Sequence[Held], limit: int) -> Mapping[int, float]:
-    """Every row that can be among the `limit` best, with its score: its phrases' terms added in phrase
-    order from 0.0, as FTS5's bm25 adds them (so the same doubles).
-
-    As in `_ranked_search`, only the rows of the rarest phrases are scored, each in full; a row matching
-    none of them scores at most the other phrases' largest terms added up (in the same order, rounding is
-    monotonic), so once the limit-th best score is above that bound, no such row can enter the results or
-    tie with them. Otherwise the next rarest phrase joins (at worst all do: every matching row is scored).
-    A big phrase is then only looked up, row by row, never walked. When the phrases are of a size, walking
-    them all costs less than looking each up for the rarest one's rows (a walked row costs about half a
-    looked-up one), and every row is scored."""
-    maps = [p.scores or {} for p in phrases]
-    if len(maps) <= 1:
-        return maps[0] if maps else {}
-    order = sorted(range(len(maps)), key=lambda i: len(maps[i]))
-    if sum(map(len, maps)) <= 2 * len(maps[order[0]]) * len(maps):
-        return _summed(maps)
-    for taken in range(1, len(maps) + 1):
-        rare = set(order[:taken])
-        sums = dict.fromkeys(set().union(*(maps[i].keys() for i in rare)), 0.0)
-        for scores in maps:
-            get = scores.get
-            sums = {rowid: score + get(rowid, 0.0) for rowid, score in sums.items()}
-        if taken == len(maps):
-            return sums
-        bound = 0.0
-        for i, phrase in enumerate(phrases):
-            bound += 0.0 if i in rare else phrase.peak
-        if len(sums) >= limit and heapq.nlargest(limit, sums.values())[-1] > bound:
-            return sums
-    return {}
-
-
-def _summed(maps: Sequence[Mapping[int, float]]) -> dict[int, float]:
-    """Every row of every map, its terms added in map order from 0.0 (0.0 + term is term)."""
-    sums = dict(maps[0])
-    for scores in maps[1:]:
-        get = sums.get
-        for rowid, term in scores.items():
-            sums[rowid] = get(rowid, 0.0) + term
-    return sums
 
 
 def _best(
