@@ -209,6 +209,18 @@ def test_unknown_words_find_nothing(archive):
     assert search(archive, "xylophonist") == []
 
 
+def model_and_captioning(common: int) -> list[Item]:
+    """`common` items about "model" only, then three where "captioning" (a rare word) sits in the title, the
+    summary or both."""
+    items = [make(f"common-{i}", f"Model number {i}", "a model of things", day=1 + i % 28)
+             for i in range(common)]
+    return items + [
+        make("rare-title", "Captioning model", "a model", day=2),
+        make("rare-summary", "Another model", "about captioning", day=3),
+        make("rare-both", "Captioning", "captioning captioning model", day=1),
+    ]
+
+
 def test_sqlite_large_archive_pruning_keeps_the_exact_ranking(tmp_path, monkeypatch):
     """On a large archive, phrases in at least half the items (BM25 IDF clamped to ~0) are left out of
     scoring: the order must be what the exact query gives (FTS5's bm25 only)."""
@@ -218,13 +230,7 @@ def test_sqlite_large_archive_pruning_keeps_the_exact_ranking(tmp_path, monkeypa
     store = SQLiteStore(tmp_path / "pruning.db")
     store.migrate()
 
-    items = [make(f"common-{i}", f"Model number {i}", "a model of things", day=1 + i % 28) for i in range(30)]
-    items += [
-        make("rare-title", "Captioning model", "a model", day=2),
-        make("rare-summary", "Another model", "about captioning", day=3),
-        make("rare-both", "Captioning", "captioning captioning model", day=1),
-    ]
-    store.add_items(items)
+    store.add_items(model_and_captioning(30))
     exact = [(h.item.id, h.score) for h in search(store, "captioning model ", limit=20)]
     monkeypatch.setattr(store_module, "PRUNE_MIN_ROWS", 1)
     pruned = [(h.item.id, h.score) for h in search(store, "captioning model ", limit=20)]
@@ -294,11 +300,8 @@ def test_postgres_large_archive_ranks_common_words_among_the_newest_items(pg_sch
 
     store = open_store(pg_schema_url)
     store.migrate()
-    items = [make(f"common-{i}", f"Model number {i}", "a model of things", day=1 + i % 28) for i in range(40)]
+    items = model_and_captioning(40)
     items += [
-        make("rare-title", "Captioning model", "a model", day=2),
-        make("rare-summary", "Another model", "about captioning", day=3),
-        make("rare-both", "Captioning", "captioning captioning model", day=1),
         make("old-title", "Model model", "model model", day=1),
         replace(make("old-update", "An update", "a model", day=2), kind="update"),
     ]

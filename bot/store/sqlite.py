@@ -482,8 +482,11 @@ def _held_search(db: Conn, held: PhraseScores, phrases: Sequence[str], limit: in
     # so nothing older is ever kept under it (and a newer generation drops it all).
     generation = _generation(db)
     kept = held.fact(generation, "rows")
-    total = int(kept[0]) if kept is not None else _fts_row_count(db)
-    held.keep_fact(generation, "rows", total)
+    if kept is not None:
+        total = int(kept[0])
+    else:
+        total = _fts_row_count(db)
+        held.keep_fact(generation, "rows", total)
 
     def is_common(count: int) -> bool:
         return total >= PRUNE_MIN_ROWS and 2 * count >= total
