@@ -68,7 +68,8 @@ def title_link(item: Item, limit: int = TITLE_CHARS) -> str:
 
 
 def day(item: Item) -> str:
-    return item.published.strftime("%Y-%m-%d")
+    """The day it was published, YYYY-MM-DD."""
+    return item.published.date().isoformat()
 
 
 def item_message(item: Item, matched: Sequence[str] = ()) -> dict[str, Any]:

@@ -33,7 +33,8 @@ _INERT = str.maketrans({"*": "\u2217", "`": "\u02cb", "~": "\u223c"})
 VOCABULARY_WORDS = 20_000
 VOCABULARY_CHARS = 1_000_000
 VOCABULARY_TERMS = 4_096
-# Summaries whose tokens are kept, and texts (a reply's summaries) whose words are (~20-40 KB each).
+# Summaries whose layout is kept (`_layout`), and texts (a reply's summaries) whose words and matching words
+# are (`_lowered`, `_matches_in`; ~20-40 KB each).
 TOKENIZED_TEXTS = 256
 LOWERED_TEXTS = 128
 
@@ -139,32 +140,41 @@ def word_matcher(terms: Sequence[str], *, prefix_last: bool = False) -> WordMatc
 def matcher_for_text(text: str, terms: Sequence[str], *, prefix_last: bool = False) -> WordMatcher:
     """Like `word_matcher`, answering for every word of `text` with one lookup."""
     lowered = _lowered(text)
-    known = set(lowered.values())
-    hits = _matching_lowered(known, terms, prefix_last)
+    written = _matches_in(text, tuple(terms), prefix_last)
     fallback = word_matcher(terms, prefix_last=prefix_last)
 
     def is_match(word: str) -> bool:
-        low = lowered.get(word)  # the words of `text` as they are written
-        if low is None:
-            low = word.lower()
-            if low not in known:
-                return fallback(word)
-        return low in hits
+        if word in written:
+            return True
+        return word not in lowered and fallback(word)
 
     return is_match
 
 
 @lru_cache(maxsize=LOWERED_TEXTS)
+def _matches_in(text: str, terms: tuple[str, ...], prefix_last: bool) -> frozenset[str]:
+    """The words of `text`, as they are written, that match (kept: a word's answer never changes, and the
+    results of a recurring search are highlighted for the same terms again)."""
+    lowered = _lowered(text)
+    hits = _matching_lowered(set(lowered.values()), terms, prefix_last)
+    return frozenset(word for word, low in lowered.items() if low in hits)
+
+
+@lru_cache(maxsize=LOWERED_TEXTS)
 def _lowered(text: str) -> dict[str, str]:
-    """Each distinct word of `text` as written -> in lower case (kept, as `_tokens` is; never changed)."""
+    """Each distinct word of `text` as written -> in lower case (kept, as `_layout` is; never changed)."""
     return {word: word.lower() for word in set(words(text))}
 
 
 @lru_cache(maxsize=TOKENIZED_TEXTS)
-def _tokens(text: str) -> tuple[str, ...]:
-    """`text` with its white space made single spaces, split into what lies between words and words (kept:
-    the results a search shows recur, and a summary is split on each)."""
-    return tuple(_TOKENS.split(" ".join(text.split())))
+def _layout(text: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[int, ...]]:
+    """`text` with its white space made single spaces, split into what lies between words and words (odd
+    indexes are words): (the tokens, the same with what lies between words made `inert`, and the characters
+    before each token, one more at the end for the whole). Kept: the results a search shows recur, and each
+    snippet of a summary would split, measure and escape it again."""
+    tokens = tuple(_TOKENS.split(" ".join(text.split())))
+    shown = tuple(token if index % 2 or token == " " else inert(token) for index, token in enumerate(tokens))
+    return tokens, shown, tuple(accumulate(map(len, tokens), initial=0))
 
 
 def inert(text: str) -> str:
@@ -175,11 +185,11 @@ def inert(text: str) -> str:
 def highlighted_snippet(text: str, is_match: WordMatcher, limit: int = 300) -> str:
     """At most `limit` characters of `text` (before escaping) around the first matching word, escaped for
     mrkdwn, with every matching word in bold."""
-    tokens = _tokens(text)  # odd indexes are words, even ones what lies between them
+    tokens, shown, before = _layout(text)
     start = 0
     for first in range(1, len(tokens), 2):
         if is_match(tokens[first]):
-            if len("".join(tokens[: first + 1])) > limit * 2 // 3:
+            if before[first + 1] > limit * 2 // 3:
                 # Start a little before the first match, on a word.
                 start = max(1, first - 16)
                 if start % 2 == 0:  # land on a word token
@@ -187,16 +197,14 @@ def highlighted_snippet(text: str, is_match: WordMatcher, limit: int = 300) -> s
             break
     prefix = "…" if start > 0 else ""
     # As many tokens as fit in limit - 1 characters (the last one for "…"), after the prefix.
-    ends = list(accumulate(map(len, tokens[start:]), initial=len(prefix)))
-    end = start + max(0, bisect_right(ends, limit - 1) - 1)
+    end = max(start, bisect_right(before, limit - 1 - len(prefix) + before[start], lo=start) - 1)
     truncated = end < len(tokens)
     if truncated and end > start and end % 2 == 1:  # do not end on what lies between two words
         end -= 1
-    window = list(tokens[start:end])
+    window = list(shown[start:end])  # what lies between words already inert
     words_at = 0 if start % 2 else 1  # where the first word of the window is
     # A word (\w+) holds none of the characters that escaping or `inert` change.
     window[words_at::2] = [f"*{word}*" if is_match(word) else word for word in window[words_at::2]]
-    window[1 - words_at :: 2] = [b if b == " " else inert(b) for b in window[1 - words_at :: 2]]
     body = "".join(window).strip()
     if truncated:
         body = body.rstrip(" ,.;:") + "…"

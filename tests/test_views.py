@@ -199,6 +199,19 @@ def test_matcher_for_text_answers_for_words_of_the_text_and_others() -> None:
     assert is_match("Captioned")  # not in the text: asked on its own
 
 
+def test_one_text_highlighted_for_other_terms_answers_for_those_terms() -> None:
+    """A text's layout and matching words are kept between calls; the answer still follows the terms and
+    whether the last is a prefix, and a late or absent match still places and cuts the window."""
+    text = "Image captioning with vision models. " * 4 + "Speech & <audio> `models` *later*."
+    assert highlighted_snippet(text, matcher_for_text(text, ["caption"])).startswith("Image *captioning*")
+    assert "*captioning*" not in highlighted_snippet(text, matcher_for_text(text, ["speech"]))
+    assert highlighted_snippet(text, matcher_for_text(text, ["speech"]), limit=60).startswith("…")
+    assert not matcher_for_text(text, ["capt"])("captioning")
+    assert matcher_for_text(text, ["capt"], prefix_last=True)("captioning")
+    assert highlighted_snippet(text, matcher_for_text(text, ["nothing"]), limit=40) == \
+        "Image captioning with vision models…"
+
+
 def test_inert_is_escape_after_the_look_alikes() -> None:
     text = "a *b* `c` ~d~ & <e> &amp; >"
     assert inert(text) == escape(text.replace("*", "\u2217").replace("`", "\u02cb").replace("~", "\u223c"))

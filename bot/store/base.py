@@ -165,6 +165,8 @@ class Store(AccountsMixin):
         raise NotImplementedError
 
     def _search(self, db: Conn, query: SearchQuery) -> list[SearchHit]:
+        """`search` in one unit of work. When the last term is a prefix, the backend first finds the indexed
+        stem it starts with (`_indexed_stem`) and searches for it too (`query.stem` is None here)."""
         raise NotImplementedError
 
     def _has_word(self, db: Conn, word: str) -> bool:
@@ -396,8 +398,7 @@ class Store(AccountsMixin):
         Authors are searched too (weighted half the summary); `filters.authors` keeps only items by every
         named author, and with no terms lists that author's items newest first."""
         with self.connect() as db:
-            stem = self._indexed_stem(db, terms[-1]) if prefix_last and terms else None
-            return self._search(db, SearchQuery(tuple(terms), prefix_last, stem, limit, filters))
+            return self._search(db, SearchQuery(tuple(terms), prefix_last, None, limit, filters))
 
     def _indexed_stem(self, db: Conn, prefix: str) -> str | None:
         """For a prefix typed as the last word: the longest shorter start of it that is itself an indexed

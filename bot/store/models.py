@@ -105,7 +105,7 @@ class SearchFilters:
 @dataclass(frozen=True)
 class SearchQuery:
     """What a backend's search is asked: words (any may match), whether the last is a prefix, an indexed
-    stem that prefix starts with (see Store._indexed_stem), the limit and the filters."""
+    stem that prefix starts with (filled in by the backend: see Store._search), the limit and the filters."""
 
     terms: tuple[str, ...]
     prefix_last: bool

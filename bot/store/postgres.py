@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
+from dataclasses import replace
 from typing import Any
 
 import psycopg
@@ -301,6 +302,8 @@ class PostgresStore(Store):
         return bool(db.one(sql, [words[0], words[0]])[0])
 
     def _search(self, db: Conn, query: SearchQuery) -> list[SearchHit]:
+        if query.prefix_last and query.terms:
+            query = replace(query, stem=self._indexed_stem(db, query.terms[-1]))
         filters, limit = query.filters, query.limit
         parts = tsquery_parts(query.terms, prefix_last=query.prefix_last, last_stem=query.stem)
         # author:"Name" filters: every named author must match as a phrase; the GIN index finds candidates

@@ -15,6 +15,7 @@ import sqlite3
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -335,24 +336,29 @@ class SQLiteStore(Store):
     def _has_word(self, db: Conn, word: str) -> bool:
         return db.one("SELECT 1 FROM items_fts WHERE items_fts MATCH ? LIMIT 1", [f'"{word}"']) is not None
 
-    def _indexed_stem(self, db: Conn, prefix: str) -> str | None:
-        # Kept with the phrase scores until the archive changes: each answer costs a few index lookups.
-        generation = _generation(db)
+    def _held_stem(self, db: Conn, generation: int, prefix: str) -> str | None:
+        """`_indexed_stem`, kept with the phrase scores until the archive changes (each answer costs a few
+        index lookups)."""
         known = self._scores.fact(generation, ("stem", prefix))
         if known is not None:
             return str(known[0]) if known[0] is not None else None
-        stem = super()._indexed_stem(db, prefix)
+        stem = self._indexed_stem(db, prefix)
         self._scores.keep_fact(generation, ("stem", prefix), stem)
         return stem
 
     def _search(self, db: Conn, query: SearchQuery) -> list[SearchHit]:
+        # The generation is read first: every statement after it sees that state of the archive or a newer
+        # one, so nothing older is ever kept under it (and a newer generation drops it all).
+        generation = _generation(db)
+        if query.prefix_last and query.terms:
+            query = replace(query, stem=self._held_stem(db, generation, query.terms[-1]))
         filters, limit = query.filters, query.limit
         phrases = fts5_phrases(query.terms, prefix_last=query.prefix_last, last_stem=query.stem)
         if not filters.authors:
             if not phrases:
                 return []
             if not (filters.since or filters.kind):
-                hits = _held_search(db, self._scores, phrases, limit)
+                hits = _held_search(db, self._scores, generation, phrases, limit)
                 if hits is not None:
                     return hits
             return _ranked_search(db, phrases, limit, filters)
@@ -471,16 +477,16 @@ def _generation(db: Conn) -> int:
     return int(db.one("SELECT n FROM search_generation")[0])
 
 
-def _held_search(db: Conn, held: PhraseScores, phrases: Sequence[str], limit: int) -> list[SearchHit] | None:
+def _held_search(
+    db: Conn, held: PhraseScores, generation: int, phrases: Sequence[str], limit: int
+) -> list[SearchHit] | None:
     """What `_ranked_search` answers without filters, from each phrase's scores held in memory (computed
     and kept on first use, see bot.store.scores): the scored phrases' terms are added up per row (only for
     rows that can make the results: `candidate_sums`), the best rows read, and ties ordered newest first.
     As there, on a large archive a phrase in half the rows or more only fills the places left (only its
     count is kept). None when a phrase to score has no scores held: it matches more than HELD_PHRASE_ROWS
-    rows, or more than EAGER_ROWS and this is its first search."""
-    # The generation is read first: every statement after it sees that state of the archive or a newer one,
-    # so nothing older is ever kept under it (and a newer generation drops it all).
-    generation = _generation(db)
+    rows, or more than EAGER_ROWS and this is its first search. `generation` was read before any other
+    statement of this unit of work."""
     kept = held.fact(generation, "rows")
     if kept is not None:
         total = int(kept[0])
