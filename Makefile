@@ -18,7 +18,10 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $@ $(VENV)/.installed
 
+# Byte-compiled first, as a regular install would be: an editable install leaves the package as source,
+# and where PYTHONDONTWRITEBYTECODE is set every start would compile it again (~a third of the start-up).
 run: $(VENV)/.installed
+	$(BIN)/python -m compileall -q bot
 	$(BIN)/mlresearch-bot serve --or-shell
 
 test: $(VENV)/.installed-dev

@@ -143,10 +143,10 @@ class Settings:
 
 def load_environment(dotenv_path: str | os.PathLike[str] = ".env") -> dict[str, str]:
     """The process environment over the values of a `.env` file (the real environment wins)."""
-    from dotenv import dotenv_values
-
     merged: dict[str, str] = {}
     if Path(dotenv_path).is_file():
+        from dotenv import dotenv_values  # ~7 ms of every start with its imports: only when there is a file
+
         merged.update({k: v for k, v in dotenv_values(dotenv_path).items() if v is not None})
     merged.update(os.environ)
     return merged
