@@ -3,7 +3,7 @@
 Matching agrees with the archive's search: words are compared through SQLite FTS5's porter tokenizer (so
 "captions" matches "captioning"), and the last term may match as a prefix, exactly as `Store.search` ranks.
 
-    is_match = word_matcher(["caption"], prefix_last=False)
+    is_match = word_matcher(["caption"], prefix_last=False)   # is_match("Captions") -> True
     highlighted_snippet("Image captioning & <b>", is_match)   ->  "Image *captioning* &amp; &lt;b&gt;"
 
 Bolding happens on whole word tokens, each escaped on its own, so a marker can never land inside an entity
@@ -17,9 +17,10 @@ import re
 import sqlite3
 import threading
 from bisect import bisect_right
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence, Set
 from functools import lru_cache
 from itertools import accumulate
+from typing import NamedTuple
 
 from bot.blocks import escape
 
@@ -37,8 +38,6 @@ VOCABULARY_TERMS = 4_096
 # are (`_lowered`, `_matches_in`; ~20-40 KB each).
 TOKENIZED_TEXTS = 256
 LOWERED_TEXTS = 128
-
-WordMatcher = Callable[[str], bool]
 
 
 class _Vocabulary:
@@ -124,31 +123,56 @@ def _matching_lowered(unique: set[str], terms: Sequence[str], prefix_last: bool)
     return _VOCABULARY.matching(unique, expressions)
 
 
+class WordMatcher:
+    """Whether a word matches the terms as the archive's search would (call it: `word -> bool`), answers
+    cached per word; `among` answers for many words at once."""
+
+    def __init__(self, terms: Sequence[str], prefix_last: bool) -> None:
+        self.terms = tuple(terms)
+        self.prefix_last = prefix_last
+        self._cache: dict[str, bool] = {}
+
+    def __call__(self, word: str) -> bool:
+        key = word.lower()
+        if key not in self._cache:
+            self._cache[key] = bool(matching_words([key], self.terms, prefix_last=self.prefix_last))
+        return self._cache[key]
+
+    def among(self, words: Collection[str]) -> Set[str]:
+        """Those of `words` that match."""
+        return {word for word in words if self(word)}
+
+
+class _TextMatcher(WordMatcher):
+    """A WordMatcher that knows at once which words of one text match (see `matcher_for_text`)."""
+
+    def __init__(self, text: str, terms: Sequence[str], prefix_last: bool) -> None:
+        super().__init__(terms, prefix_last)
+        self._words = _lowered(text)  # the words of the text as written -> lower case
+        self._written = _matches_in(text, self.terms, prefix_last)  # those of them that match
+
+    def __call__(self, word: str) -> bool:
+        if word in self._written:
+            return True
+        return word not in self._words and super().__call__(word)
+
+    def among(self, words: Collection[str]) -> Set[str]:
+        found = self._written.intersection(words)
+        others = set(words).difference(self._words)  # words not in the text: asked on their own
+        if not others:
+            return found
+        ask = super().__call__
+        return found.union(word for word in others if ask(word))
+
+
 def word_matcher(terms: Sequence[str], *, prefix_last: bool = False) -> WordMatcher:
     """A predicate `word -> bool`, with answers cached per word."""
-    cache: dict[str, bool] = {}
-
-    def is_match(word: str) -> bool:
-        key = word.lower()
-        if key not in cache:
-            cache[key] = bool(matching_words([key], terms, prefix_last=prefix_last))
-        return cache[key]
-
-    return is_match
+    return WordMatcher(terms, prefix_last)
 
 
 def matcher_for_text(text: str, terms: Sequence[str], *, prefix_last: bool = False) -> WordMatcher:
     """Like `word_matcher`, answering for every word of `text` with one lookup."""
-    lowered = _lowered(text)
-    written = _matches_in(text, tuple(terms), prefix_last)
-    fallback = word_matcher(terms, prefix_last=prefix_last)
-
-    def is_match(word: str) -> bool:
-        if word in written:
-            return True
-        return word not in lowered and fallback(word)
-
-    return is_match
+    return _TextMatcher(text, terms, prefix_last)
 
 
 @lru_cache(maxsize=LOWERED_TEXTS)
@@ -167,14 +191,22 @@ def _lowered(text: str) -> dict[str, str]:
 
 
 @lru_cache(maxsize=TOKENIZED_TEXTS)
-def _layout(text: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[int, ...]]:
-    """`text` with its white space made single spaces, split into what lies between words and words (odd
-    indexes are words): (the tokens, the same with what lies between words made `inert`, and the characters
-    before each token, one more at the end for the whole). Kept: the results a search shows recur, and each
-    snippet of a summary would split, measure and escape it again."""
+def _layout(text: str) -> _Layout:
+    """`text` split into what lies between words and words, kept (the results a search shows recur, and
+    each snippet of a summary would split, measure and escape it again)."""
     tokens = tuple(_TOKENS.split(" ".join(text.split())))
     shown = tuple(token if index % 2 or token == " " else inert(token) for index, token in enumerate(tokens))
-    return tokens, shown, tuple(accumulate(map(len, tokens), initial=0))
+    first_at: dict[str, int] = {}
+    for index in range(len(tokens) - 2, 0, -2):  # the words, last to first: the first index of each stays
+        first_at[tokens[index]] = index
+    return _Layout(tokens, shown, tuple(accumulate(map(len, tokens), initial=0)), first_at)
+
+
+class _Layout(NamedTuple):
+    tokens: tuple[str, ...]  # `text` with its white space made single spaces: odd indexes are words
+    shown: tuple[str, ...]  # the same, what lies between words made `inert`
+    before: tuple[int, ...]  # the characters before each token (one more at the end: the whole)
+    first_at: dict[str, int]  # each distinct word -> the index of its first token
 
 
 def inert(text: str) -> str:
@@ -185,16 +217,15 @@ def inert(text: str) -> str:
 def highlighted_snippet(text: str, is_match: WordMatcher, limit: int = 300) -> str:
     """At most `limit` characters of `text` (before escaping) around the first matching word, escaped for
     mrkdwn, with every matching word in bold."""
-    tokens, shown, before = _layout(text)
+    tokens, shown, before, first_at = _layout(text)
+    hits = is_match.among(first_at.keys())
+    first = min(map(first_at.__getitem__, hits), default=0)
     start = 0
-    for first in range(1, len(tokens), 2):
-        if is_match(tokens[first]):
-            if before[first + 1] > limit * 2 // 3:
-                # Start a little before the first match, on a word.
-                start = max(1, first - 16)
-                if start % 2 == 0:  # land on a word token
-                    start -= 1
-            break
+    if first and before[first + 1] > limit * 2 // 3:
+        # Start a little before the first match, on a word.
+        start = max(1, first - 16)
+        if start % 2 == 0:  # land on a word token
+            start -= 1
     prefix = "…" if start > 0 else ""
     # As many tokens as fit in limit - 1 characters (the last one for "…"), after the prefix.
     end = max(start, bisect_right(before, limit - 1 - len(prefix) + before[start], lo=start) - 1)
@@ -204,7 +235,7 @@ def highlighted_snippet(text: str, is_match: WordMatcher, limit: int = 300) -> s
     window = list(shown[start:end])  # what lies between words already inert
     words_at = 0 if start % 2 else 1  # where the first word of the window is
     # A word (\w+) holds none of the characters that escaping or `inert` change.
-    window[words_at::2] = [f"*{word}*" if is_match(word) else word for word in window[words_at::2]]
+    window[words_at::2] = [f"*{word}*" if word in hits else word for word in window[words_at::2]]
     body = "".join(window).strip()
     if truncated:
         body = body.rstrip(" ,.;:") + "…"

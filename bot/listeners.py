@@ -38,11 +38,11 @@ SORRY = "Sorry, something went wrong on our side; please try again in a minute."
 def register(app: App, services: Any) -> None:
     """Attach every listener to `app`. `services` is a `bot.commands.Services`."""
     listeners = _Listeners(services)
-    # Bolt runs the first listener that matches: slow commands get the lazy pair, the rest are answered in
-    # the ack with no lazy hand-off (no request copy, no extra thread) on the hot path.
-    app.command(COMMAND, matchers=[listeners.is_slow])(ack=listeners.command_deferred,
-                                                        lazy=[listeners.command_lazy])
-    app.command(COMMAND)(listeners.command_fast)
+    # Bolt runs the first listener that matches: a fast command is answered in the ack with no lazy hand-off
+    # (no request copy, no extra thread), and is matched first (each listener tried costs a match); what
+    # is left, a slow command, gets the lazy pair.
+    app.command(COMMAND, matchers=[listeners.is_fast])(listeners.command_fast)
+    app.command(COMMAND)(ack=listeners.command_deferred, lazy=[listeners.command_lazy])
     app.action(SHARE_ACTION_ID)(ack=_ack, lazy=[listeners.share])
     app.event("app_home_opened")(ack=_ack, lazy=[listeners.home])
     app.event("app_uninstalled")(listeners.uninstalled)
@@ -77,10 +77,10 @@ class _Listeners:
 
     # /mlresearch ------------------------------------------------------------------------------------
 
-    def is_slow(self, body: dict[str, Any]) -> bool:
+    def is_fast(self, body: dict[str, Any]) -> bool:
         from bot import commands
 
-        return commands.is_slow(_invocation(body), self.services)
+        return not commands.is_slow(_invocation(body), self.services)
 
     def command_deferred(self, ack: Ack, body: dict[str, Any]) -> None:
         ack(response_type="ephemeral", text=WORKING)

@@ -199,6 +199,14 @@ def test_matcher_for_text_answers_for_words_of_the_text_and_others() -> None:
     assert is_match("Captioned")  # not in the text: asked on its own
 
 
+def test_a_matcher_answers_for_many_words_at_once_as_for_each_alone() -> None:
+    words = ["Captioning", "images", "CAPTIONS", "captioned", "capital", "Captioning"]
+    expected = {"Captioning", "CAPTIONS", "captioned"}  # "captioned" is not in the text: asked on its own
+    for is_match in (matcher_for_text("Captioning images; CAPTIONS", ["caption"]), word_matcher(["caption"])):
+        assert set(is_match.among(words)) == {word for word in words if is_match(word)} == expected
+    assert not matcher_for_text("Captioning images", ["caption"]).among(["images", "capital"])
+
+
 def test_one_text_highlighted_for_other_terms_answers_for_those_terms() -> None:
     """A text's layout and matching words are kept between calls; the answer still follows the terms and
     whether the last is a prefix, and a late or absent match still places and cuts the window."""
