@@ -209,3 +209,25 @@ def test_a_row_that_could_tie_the_last_place_is_scored():
     big = Held.of(22, {5: 0.5, 6: 0.1, **rest})  # row 5 alone can reach 0.5, the second best: it is compared
     assert candidate_sums([rare, big], limit=2) == {1: 2.0, 2: 0.5, 5: 0.5, 6: 0.1, **rest}
     assert candidate_sums([rare, big], limit=1) == {1: 2.0, 2: 0.5}  # 2.0 > 0.5: no other
+
+
+def test_rows_of_every_phrase_are_enough_when_they_beat_any_other_row():
+    """A row missing a phrase scores at most the other phrases' largest terms; once the limit-th best of the
+    rows matching every phrase beats that, only those are scored."""
+    a = Held.of(5, {1: 3.0, 2: 3.0, 3: 2.0, 10: 1.0, 11: 0.5})
+    b = Held.of(5, {1: 2.0, 2: 1.5, 3: 2.5, 20: 1.25, 21: 0.25})
+    assert candidate_sums([a, b], limit=3) == {1: 5.0, 2: 4.5, 3: 4.5}  # the others reach 3.0 at most
+    everything = {1: 5.0, 2: 4.5, 3: 4.5, 10: 1.0, 11: 0.5, 20: 1.25, 21: 0.25}
+    assert candidate_sums([a, b], limit=4) == everything  # too few rows in both
+
+
+def test_a_row_missing_a_phrase_that_could_tie_the_last_place_is_scored():
+    a = Held.of(3, {1: 2.0, 2: 2.0, 10: 3.0})  # row 10 alone can reach 3.0
+    b = Held.of(2, {1: 1.0, 2: 1.0})
+    assert candidate_sums([a, b], limit=2) == {1: 3.0, 2: 3.0, 10: 3.0}
+
+
+def test_a_row_missing_one_of_three_phrases_can_still_be_the_best():
+    a, b = Held.of(3, {1: 1.0, 2: 1.0, 5: 2.0}), Held.of(3, {1: 1.0, 2: 1.0, 5: 2.0})
+    c = Held.of(2, {1: 1.0, 2: 1.0})
+    assert candidate_sums([a, b, c], limit=2)[5] == 4.0  # rows 1 and 2 match all three and score 3.0
