@@ -158,11 +158,10 @@ class _TextMatcher(WordMatcher):
 
     def among(self, words: Collection[str]) -> Set[str]:
         found = self._written.intersection(words)
-        others = set(words).difference(self._words)  # words not in the text: asked on their own
-        if not others:
+        if all(map(self._words.__contains__, words)):
             return found
-        ask = super().__call__
-        return found.union(word for word in others if ask(word))
+        ask = super().__call__  # words not in the text: asked on their own
+        return found.union(word for word in words if word not in self._words and ask(word))
 
 
 def word_matcher(terms: Sequence[str], *, prefix_last: bool = False) -> WordMatcher:

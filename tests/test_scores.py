@@ -231,3 +231,16 @@ def test_a_row_missing_one_of_three_phrases_can_still_be_the_best():
     a, b = Held.of(3, {1: 1.0, 2: 1.0, 5: 2.0}), Held.of(3, {1: 1.0, 2: 1.0, 5: 2.0})
     c = Held.of(2, {1: 1.0, 2: 1.0})
     assert candidate_sums([a, b, c], limit=2)[5] == 4.0  # rows 1 and 2 match all three and score 3.0
+
+
+def test_a_one_phrase_query_keeps_its_best_rows_and_those_tied_with_the_last():
+    one = Held.of(4, {1: 1.0, 2: 3.0, 3: 1.0, 4: 0.5})
+    assert one.ranked[0] == 2 and one.peak == 3.0
+    assert candidate_sums([one], limit=2) == {2: 3.0, 1: 1.0, 3: 1.0}
+    assert candidate_sums([one], limit=1) == {2: 3.0}
+    assert candidate_sums([one], limit=9) == one.scores
+
+
+def test_a_phrase_no_row_matches_changes_no_score():
+    nothing, one = Held.of(0, {}), Held.of(2, {1: 1.5, 2: 0.5})
+    assert candidate_sums([nothing, one], limit=1) == candidate_sums([one, nothing], limit=1) == {1: 1.5}

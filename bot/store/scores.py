@@ -10,8 +10,8 @@ doubles.
 
 Everything is tied to the archive's generation (`search_generation.n`, bumped by triggers on every insert,
 update or delete of an item, from any process): a lookup under another generation finds nothing, and the
-first one under a newer generation drops the lot. Bounded: at most MAX_ENTRIES rows in all (~80 bytes
-each, ~20 MB); the least recently used phrases go first.
+first one under a newer generation drops the lot. Bounded: at most MAX_ENTRIES rows in all (~90 bytes
+each, ~22 MB); the least recently used phrases go first.
 """
 
 from __future__ import annotations
@@ -30,15 +30,19 @@ MAX_ROWS = 2_000  # rows read for results (an item: ~1-3 KB)
 @dataclass(frozen=True)
 class Held:
     """What is kept of one phrase: how many rows match it (counted up to a bound), and unless only the count
-    is kept, rowid -> the phrase's term of that row's score, and the largest term."""
+    is kept, rowid -> the phrase's term of that row's score, the largest term, and the rowids best first."""
 
     count: int
     scores: Mapping[int, float] | None = None
     peak: float = 0.0
+    ranked: tuple[int, ...] = ()
 
     @classmethod
     def of(cls, count: int, scores: Mapping[int, float] | None) -> Held:
-        return cls(count, scores, max(scores.values(), default=0.0) if scores is not None else 0.0)
+        if scores is None:
+            return cls(count)
+        ranked = tuple(sorted(scores, key=scores.__getitem__, reverse=True))
+        return cls(count, scores, scores[ranked[0]] if ranked else 0.0, ranked)
 
 
 class PhraseScores:
@@ -132,17 +136,19 @@ def candidate_sums(phrases: Sequence[Held], limit: int) -> Mapping[int, float]:
     """Every row that can be among the `limit` best, with its score: its phrases' terms added in phrase
     order from 0.0, as FTS5's bm25 adds them (so the same doubles).
 
-    First the rows matching every phrase, alone when they are enough (`_rows_of_every_phrase`). Otherwise,
-    as in bot.store.sqlite's `_ranked_search`, only the rows of the rarest phrases are scored, each in full;
-    a row matching none of them scores at most the other phrases' largest terms added up (in the same order,
-    rounding is monotonic), so once the limit-th best score is above that bound, no such row can enter the
-    results or tie with them. Otherwise the next rarest phrase joins (at worst all do: every matching row
-    is scored). A big phrase is then only looked up, row by row, never walked. When the phrases are of a
-    size, walking them all costs less than looking each up for the rarest one's rows (a walked row costs
-    about half a looked-up one), and every row is scored."""
+    A phrase no row matches is left out (it adds 0.0); one phrase alone gives its best rows from its ranking
+    (`_best_of`). Then the rows matching every phrase, alone when they are enough (`_rows_of_every_phrase`).
+    Otherwise, as in bot.store.sqlite's `_ranked_search`, only the rows of the rarest phrases are scored, each
+    in full; a row matching none of them scores at most the other phrases' largest terms added up (in the
+    same order, rounding is monotonic), so once the limit-th best score is above that bound, no such row can
+    enter the results or tie with them. Otherwise the next rarest phrase joins (at worst all do: every
+    matching row is scored). A big phrase is then only looked up, row by row, never walked. When the phrases
+    are of a size, walking them all costs less than looking each up for the rarest one's rows (a walked row
+    costs about half a looked-up one), and every row is scored."""
+    phrases = [p for p in phrases if p.scores]  # a phrase no row matches adds 0.0: it changes no score
+    if len(phrases) <= 1:
+        return _best_of(phrases[0], limit) if phrases else {}
     maps = [p.scores or {} for p in phrases]
-    if len(maps) <= 1:
-        return maps[0] if maps else {}
     order = sorted(range(len(maps)), key=lambda i: len(maps[i]))
     in_every = _rows_of_every_phrase(phrases, maps, order, limit)
     if in_every is not None:
@@ -163,6 +169,17 @@ def candidate_sums(phrases: Sequence[Held], limit: int) -> Mapping[int, float]:
         if len(sums) >= limit and heapq.nlargest(limit, sums.values())[-1] > bound:
             return sums
     return {}
+
+
+def _best_of(phrase: Held, limit: int) -> Mapping[int, float]:
+    """A one-phrase query: its `limit` best rows and any tied with the last (their term is their score)."""
+    scores, ranked = phrase.scores or {}, phrase.ranked
+    if len(ranked) <= limit:
+        return scores
+    floor, end = scores[ranked[limit - 1]], limit
+    while end < len(ranked) and scores[ranked[end]] == floor:
+        end += 1
+    return {rowid: scores[rowid] for rowid in ranked[:end]}
 
 
 def _rows_of_every_phrase(
