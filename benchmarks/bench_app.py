@@ -26,6 +26,7 @@ import tempfile
 import textwrap
 import threading
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -219,18 +220,20 @@ def archive(tmp: Path, *, dense: bool) -> SQLiteStore:
     return store
 
 
+@dataclass(frozen=True)
+class Load:
+    latencies: list[float]  # sorted, seconds
+    rate: float  # requests per second
+    steal: float  # the share (%) of CPU time the hypervisor took meanwhile
+
+
 def measure(bot: ServeProcess, clients: int, per_client: int, texts: list[str] | None = None, *,
-            unique: bool = False) -> tuple[list[float], float]:
-    """(sorted latencies, requests per second)."""
+            unique: bool = False) -> Load:
     before = cpu_times()
     started = time.perf_counter()
     latencies = sorted(search_load(bot, clients, per_client, texts, unique=unique))
     rate = len(latencies) / (time.perf_counter() - started)
-    STEAL.append(steal_share(before, cpu_times()))
-    return latencies, rate
-
-
-STEAL: list[float] = []  # the share of CPU time the hypervisor took during each load
+    return Load(latencies, rate, steal_share(before, cpu_times()))
 
 
 def cpu_times() -> list[int]:
@@ -256,12 +259,11 @@ def reference_loop_ms() -> float:
     return best * 1000
 
 
-def report(
-    label: str, latencies: list[float], rate: float, clients: int, items: int, *, target: bool
-) -> None:
+def report(label: str, load: Load, clients: int, items: int, *, target: bool) -> None:
+    latencies = load.latencies
     p99 = percentile(latencies, 0.99)
     print(f"search round trip, {label} ({clients} concurrent clients, {len(latencies)} requests, "
-          f"{items:,} items, {rate:.0f} req/s):")
+          f"{items:,} items, {load.rate:.0f} req/s):")
     verdict = f"   target p99 < 100 ms: {'ok' if p99 < 100 else 'MISSED'}" if target else ""
     print(f"  p50 {percentile(latencies, 0.5):6.1f} ms   p99 {p99:6.1f} ms   "
           f"max {latencies[-1] * 1000:6.1f} ms{verdict}")
@@ -288,29 +290,31 @@ def main() -> None:
         cold.add_items(synthetic_items(10_000))
         cold_start({**env, "DATABASE_URL": f"sqlite:///{cold.path}"}, tmp, runs=5)
         peak = 0.0
+        loads: list[Load] = []
         for dense in (False, True):
             store = archive(tmp, dense=dense)
             items = store.count_items()
             with ServeProcess({**env, "DATABASE_URL": f"sqlite:///{store.path}"}, tmp) as bot:
                 search_load(bot, clients, 5)  # warm up: auth.test, page cache, the topics' scores
                 if dense:
-                    latencies, rate = measure(bot, clients, per_client // 4)
-                    report("worst case: most queries match most items", latencies, rate, clients, items,
+                    loads.append(measure(bot, clients, per_client // 4))
+                    report("worst case: most queries match most items", loads[-1], clients, items,
                            target=False)
                 else:
                     few = per_client // 4
-                    latencies, rate = measure(bot, clients, few, new_queries(clients * few), unique=True)
-                    report("realistic archive, each search the first of its words", latencies, rate, clients,
-                           items, target=False)
-                    latencies, rate = measure(bot, clients, per_client)
-                    report("realistic archive, searches for recurring topics", latencies, rate, clients,
-                           items, target=True)
+                    loads.append(measure(bot, clients, few, new_queries(clients * few), unique=True))
+                    report("realistic archive, each search the first of its words", loads[-1], clients, items,
+                           target=False)
+                    loads.append(measure(bot, clients, per_client))
+                    report("realistic archive, searches for recurring topics", loads[-1], clients, items,
+                           target=True)
                 assert bot.proc is not None
                 peak = max(peak, peak_rss_mb(bot.proc.pid))
         print(f"peak RSS of serve (VmHWM, after the load): {peak:.1f} MB   target < 120 MB: "
               f"{'ok' if peak < 120 else 'MISSED'}")
+        steal = ", ".join(f"{load.steal:.0f}%" for load in loads)
         print(f"machine: reference loop {reference:.0f} ms at the start, {reference_loop_ms():.0f} ms at the "
-              f"end (best of 5 each); CPU steal during the loads {', '.join(f'{s:.0f}%' for s in STEAL)}")
+              f"end (best of 5 each); CPU steal during the loads {steal}")
 
 
 if __name__ == "__main__":
