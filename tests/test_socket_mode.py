@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
@@ -14,6 +15,7 @@ import pytest
 
 from bot.feed import parse
 from bot.store import SQLiteStore
+from tests.fakes.recorder import Recorder, chat_completion
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.slack_sender import ROOT, SECRET, TOKEN, ServeProcess, command_body, http
 from tests.fakes.socket_mode import FakeSocketMode
@@ -29,15 +31,16 @@ def env_for(slack: FakeSlack, db: Path) -> dict[str, str]:
             "FEED_URL": str(DATA / "apple_ml_rss.xml"), "POLL_INTERVAL": "0"}
 
 
-@pytest.fixture
-def running(tmp_path: Path) -> Iterator[Running]:
+@contextmanager
+def socket_serve(tmp_path: Path, **extra: str) -> Iterator[Running]:
+    """`serve` in Socket Mode over an archive of the fixture feed, connected to the WebSocket stand-in."""
     store = SQLiteStore(tmp_path / "bot.db")
     store.migrate()
     store.add_items(parse((DATA / "apple_ml_archive.xml").read_bytes()))
     with FakeSlack() as slack, FakeSocketMode() as socket_mode:
         slack.handlers["apps.connections.open"] = socket_mode.open_connection
         slack.handlers["views.publish"] = lambda call: {"ok": True, "view": {"id": "V0HOME"}}
-        bot = ServeProcess(env_for(slack, store.path), tmp_path).start()
+        bot = ServeProcess({**env_for(slack, store.path), **extra}, tmp_path).start()
         try:
             socket_mode.wait_connected()
             yield bot, slack, socket_mode
@@ -45,9 +48,15 @@ def running(tmp_path: Path) -> Iterator[Running]:
             bot.stop()
 
 
-def command_envelope(envelope_id: str, text: str) -> dict[str, Any]:
+@pytest.fixture
+def running(tmp_path: Path) -> Iterator[Running]:
+    with socket_serve(tmp_path) as running:
+        yield running
+
+
+def command_envelope(envelope_id: str, text: str, **fields: str) -> dict[str, Any]:
     """A slash command as Socket Mode delivers it: the same fields as the HTTP form, in an envelope."""
-    payload = dict(parse_qsl(command_body(text).decode()))
+    payload = dict(parse_qsl(command_body(text, **fields).decode()))
     return {"envelope_id": envelope_id, "type": "slash_commands", "payload": payload,
             "accepts_response_payload": True}
 
@@ -81,6 +90,19 @@ def test_an_event_is_acked_then_handled(running: Running) -> None:
     assert slack.wait_for(lambda fake: any(c.method == "views.publish" for c in fake.calls))
     published = next(call for call in slack.calls if call.method == "views.publish")
     assert published.params["user_id"] == "U0ALICE" and published.token == TOKEN
+
+
+def test_a_slow_summary_is_acked_in_the_envelope_and_answered_via_response_url(tmp_path: Path) -> None:
+    with Recorder() as hooks, Recorder(chat_completion("- Apple studies learning at scale [1]")) as model, \
+            socket_serve(tmp_path, SUMMARY_API_URL=model.url("/v1")) as (_bot, _slack, socket_mode):
+        socket_mode.send(command_envelope("env-4", "summarize learning", response_url=hooks.url("/slow/1")))
+        ack = socket_mode.receive()
+        assert ack["envelope_id"] == "env-4" and ack["payload"]["response_type"] == "ephemeral"
+        assert hooks.wait_for(lambda r: bool(r.to("/slow/1")), timeout=30)
+        final = hooks.to("/slow/1")[0].json
+        assert final["response_type"] == "ephemeral" and final["blocks"]
+        assert final["text"] != ack["payload"]["text"]
+        assert model.requests and model.requests[0].path == "/v1/chat/completions"
 
 
 def test_http_carries_only_healthz_and_sigterm_stops_cleanly(running: Running) -> None:
