@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import heapq
 import threading
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Container, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -163,10 +163,7 @@ def candidate_sums(phrases: Sequence[Held], limit: int) -> Mapping[int, float]:
             sums = {rowid: score + get(rowid, 0.0) for rowid, score in sums.items()}
         if taken == len(maps):
             return sums
-        bound = 0.0
-        for i, phrase in enumerate(phrases):
-            bound += 0.0 if i in rare else phrase.peak
-        if len(sums) >= limit and heapq.nlargest(limit, sums.values())[-1] > bound:
+        if len(sums) >= limit and heapq.nlargest(limit, sums.values())[-1] > _peaks_without(phrases, rare):
             return sums
     return {}
 
@@ -201,13 +198,17 @@ def _rows_of_every_phrase(
         for scores in maps:
             total += scores[rowid]
         sums[rowid] = total
-    bound = 0.0
-    for missing in range(len(phrases)):
-        most = 0.0
-        for i, phrase in enumerate(phrases):
-            most += 0.0 if i == missing else phrase.peak
-        bound = max(bound, most)
+    bound = max(_peaks_without(phrases, {missing}) for missing in range(len(phrases)))
     return sums if heapq.nlargest(limit, sums.values())[-1] > bound else None
+
+
+def _peaks_without(phrases: Sequence[Held], left_out: Container[int]) -> float:
+    """The most a row matching none of the phrases at `left_out` can score: the other phrases' largest
+    terms added up in phrase order from 0.0 (rounding is monotonic, so no such row's sum exceeds it)."""
+    bound = 0.0
+    for i, phrase in enumerate(phrases):
+        bound += 0.0 if i in left_out else phrase.peak
+    return bound
 
 
 def _summed(maps: Sequence[Mapping[int, float]]) -> dict[int, float]:

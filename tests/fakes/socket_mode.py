@@ -19,6 +19,7 @@ import json
 import queue
 import struct
 import threading
+from contextlib import suppress
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
@@ -81,7 +82,7 @@ class FakeSocketMode(Loopback):
         return self.received.get(timeout=timeout)
 
     def stopping(self) -> None:
-        with self._lock:
+        with self._lock, suppress(OSError):  # the client may have gone already
             if self._current is not None:
                 _write_frame(self._current, CLOSE, struct.pack("!H", 1001))
 
