@@ -1,10 +1,12 @@
 # make run   — create .venv, install, start the bot (the local shell when no Slack credentials are set)
-# make test  — create .venv, install with dev extras, run the whole suite, ruff and mypy
+# make test  — create .venv, install with dev extras, check uv.lock agrees with pyproject.toml, run the whole
+#              suite, ruff and mypy
+# make lock  — regenerate uv.lock (what Heroku installs) from pyproject.toml; commit it with pyproject.toml
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint bench clean
+.PHONY: run test lint lock bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -25,6 +27,7 @@ run: $(VENV)/.installed
 	$(BIN)/mlresearch-bot serve --or-shell
 
 test: $(VENV)/.installed-dev
+	$(BIN)/uv lock --check --quiet --python $(BIN)/python
 	$(BIN)/python -m pytest
 	$(BIN)/ruff check bot tests benchmarks
 	$(BIN)/mypy
@@ -32,6 +35,9 @@ test: $(VENV)/.installed-dev
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check bot tests benchmarks
 	$(BIN)/mypy
+
+lock: $(VENV)/.installed-dev
+	$(BIN)/uv lock --python $(BIN)/python
 
 bench: $(VENV)/.installed-dev
 	for b in benchmarks/bench_*.py; do $(BIN)/python $$b || exit 1; done

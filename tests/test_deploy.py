@@ -51,6 +51,14 @@ def test_app_json_offers_every_variable_heroku_does_not_set() -> None:
     assert any(a["plan"].startswith("heroku-postgresql") for a in app["addons"])
 
 
+def test_app_json_deploys_before_the_slack_app_exists() -> None:
+    """The deploy button comes first (the Slack app needs its URL): it may ask only for what has a default."""
+    app = json.loads((ROOT / "app.json").read_text())
+    needed = [name for name, v in app["env"].items()
+              if v.get("required") and not ("value" in v or "generator" in v)]
+    assert needed == []
+
+
 def test_procfile_runs_serve_and_migrates_on_release() -> None:
     lines = dict(line.split(":", 1) for line in (ROOT / "Procfile").read_text().splitlines() if line.strip())
     assert lines["web"].strip() == "mlresearch-bot serve"
