@@ -1,7 +1,8 @@
 """Bolt wiring only: the `App`, its Web API client and its listeners (registered in `bot.listeners`).
 
-Every Web API call goes to `SLACK_API_URL`. Request signatures are always verified in HTTP mode (Bolt's
-`RequestVerification`: unsigned, badly signed or stale requests get 401 before any listener runs).
+Every Web API call goes to `SLACK_API_URL`. Request signatures are always verified in HTTP mode, twice:
+by `bot.server.Router` before Bolt sees the request (which also turns away bodies Bolt cannot read), then by
+Bolt's `RequestVerification`: unsigned, badly signed or stale requests get 401 before any listener runs.
 Listeners run in the request thread (`process_before_response=True`): a fast command is answered in its ack,
 and everything that may be slow (summaries through an API, the share button, App Home) runs as a lazy
 listener on `executor`, which `bot.server` drains on shutdown.

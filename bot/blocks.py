@@ -1,8 +1,10 @@
 """Block Kit for items, built by pure functions with `slack_sdk.models.blocks` (which checks Slack's limits).
 
 Feed text is untrusted: `escape` turns `&`, `<`, `>` into entities, so a title such as
-`<!channel> <@U123> <https://evil.example|click>` arrives inert, and `cut` keeps every text within Slack's
-limits (cutting on a word) rather than letting Slack reject the message.
+`<!channel> <@U123> <https://evil.example|click>` arrives inert; every mrkdwn text object is `verbatim`
+(`md`), so Slack does not turn a bare `@here` or URL into a mention or a link either (our own `<url|title>`
+still links); and `cut` keeps every text within Slack's limits (cutting on a word) rather than letting Slack
+reject the message.
 """
 
 from __future__ import annotations
@@ -67,6 +69,11 @@ def title_link(item: Item, limit: int = TITLE_CHARS) -> str:
     return f"<{url}|{title}>" if url else title
 
 
+def md(text: str) -> MarkdownTextObject:
+    """A mrkdwn text object Slack shows as written: no auto-linked URLs, no `@here` / `@channel` mentions."""
+    return MarkdownTextObject(text=text, verbatim=True)
+
+
 def day(item: Item) -> str:
     """The day it was published, YYYY-MM-DD."""
     return item.published.date().isoformat()
@@ -75,13 +82,11 @@ def day(item: Item) -> str:
 def item_message(item: Item, matched: Sequence[str] = ()) -> dict[str, Any]:
     """The channel post for one new item: `text` (fallback), `blocks`, `metadata`, `unfurl_*`."""
     blocks: list[Any] = [
-        SectionBlock(text=MarkdownTextObject(text=f"*{title_link(item)}*")),
-        ContextBlock(
-            elements=[MarkdownTextObject(text=f"{KIND_LABEL.get(item.kind, 'Paper')} · {day(item)}")]
-        ),
+        SectionBlock(text=md(f"*{title_link(item)}*")),
+        ContextBlock(elements=[md(f"{KIND_LABEL.get(item.kind, 'Paper')} · {day(item)}")]),
     ]
     if item.summary:
-        blocks.append(SectionBlock(text=MarkdownTextObject(text=escape(snippet(item.summary)))))
+        blocks.append(SectionBlock(text=md(escape(snippet(item.summary)))))
     url = safe_url(item.link)
     if url:
         blocks.append(
@@ -98,12 +103,13 @@ def item_message(item: Item, matched: Sequence[str] = ()) -> dict[str, Any]:
         )
     if matched:
         words = ", ".join(escape(cut(k, 60)) for k in matched[:10])
-        blocks.append(ContextBlock(elements=[MarkdownTextObject(text=f"Matched your keywords: {words}")]))
+        blocks.append(ContextBlock(elements=[md(f"Matched your keywords: {words}")]))
     return {
         "text": fallback_text(item),
         "blocks": [b.to_dict() for b in blocks],
         "unfurl_links": False,
         "unfurl_media": False,
+        "parse": "none",  # the notification text is not parsed for mentions or links either
         "metadata": {"event_type": EVENT_TYPE, "event_payload": {"item_id": item.id}},
     }
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from bot import __version__
-from bot.config import ConfigError, Settings, load_environment
+from bot.config import ConfigError, Settings, load_environment, redact_url
 from bot.feed import FeedError
 from bot.search import SearchError
 from bot.store import StoreError
@@ -140,20 +140,31 @@ def setup_logging(settings: Settings, stream: Any, *, minimum: int = logging.NOT
 class OneLineFormatter(logging.Formatter):
     """Every record on one line of key=value pairs: our messages already are `event=... key=value`; a
     library's message (Bolt, slack_sdk, waitress) becomes `event=log message="..."`, and a traceback is
-    appended as `exc="..."`, both JSON-quoted so that no newline splits an event."""
+    appended as `exc="..."`, both JSON-quoted so that no newline splits an event. Whatever a value holds (feed
+    text, a request's fields, a library's message), the line holds no control character (C0, DEL, C1), no
+    line or paragraph separator and no bidi override: each is written as a visible escape (`\\n`, `\\x1b`,
+    `\\u2028`), so nothing can end a line early, forge the next one or repaint the terminal."""
+
+    ESCAPES = {
+        **{c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0))},
+        **{c: f"\\u{c:04x}" for c in (0x2028, 0x2029, *range(0x202A, 0x202F), *range(0x2066, 0x206A))},
+        ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t",
+    }
 
     def format(self, record: logging.LogRecord) -> str:
-        message = record.getMessage()
-        if message.startswith("event="):
-            message = message.replace("\r", "\\r").replace("\n", "\\n")
-        else:
+        try:
+            message = record.getMessage()
+        except (TypeError, ValueError):  # arguments that do not fit the format: log what there is
+            message = f"event=log message={json.dumps(str(record.msg), ensure_ascii=False)} args=" \
+                      f"{json.dumps(repr(record.args), ensure_ascii=False)}"
+        if not message.startswith("event="):
             message = "event=log message=" + json.dumps(message, ensure_ascii=False)
         line = f"{self.formatTime(record)} level={record.levelname} logger={record.name} {message}"
         if record.exc_info:
             line += " exc=" + json.dumps(self.formatException(record.exc_info), ensure_ascii=False)
         if record.stack_info:
             line += " stack=" + json.dumps(self.formatStack(record.stack_info), ensure_ascii=False)
-        return line
+        return line.translate(self.ESCAPES)
 
 
 def open_store(settings: Settings) -> Any:
@@ -173,10 +184,34 @@ def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
     applied = store.migrate()
     done = f"applied {len(applied)} migration(s): {', '.join(applied)}" if applied else "already up to date"
     _out(f"{store.describe()}: schema {done}")
+    if settings.token_encryption_keys:  # OAuth installations sealed with the first key (rotation)
+        from bot.oauth import reseal_installations
+        from bot.secrets_at_rest import TokenCipher
+
+        resealed, unreadable = reseal_installations(store, TokenCipher(settings.token_encryption_keys))
+        _out(f"installations: {resealed} encrypted with the first TOKEN_ENCRYPTION_KEY key")
+        if unreadable:
+            _err(f"warning: {unreadable} installation(s) could not be decrypted with any "
+                 "TOKEN_ENCRYPTION_KEY key and were left as they are")
     return EXIT_OK
 
 
 def cmd_poll(settings: Settings, args: argparse.Namespace) -> int:
+    try:
+        return _poll(settings, args)
+    except (Failure, BrokenPipeError):
+        raise  # the object is already out (or nobody reads it)
+    except Exception as exc:
+        if args.json:  # a failure before any result still prints the object, saying what went wrong
+            from bot.poller import PollResult
+
+            dry = {"dry_run": True} if args.dry_run else {}
+            error = " ".join(str(exc).split())[:300] or type(exc).__name__
+            _out(json.dumps({**PollResult().as_json(), **dry, "error": error}, ensure_ascii=False))
+        raise
+
+
+def _poll(settings: Settings, args: argparse.Namespace) -> int:
     from bot import feed, poller, research_index
     from bot.store import open_store as store_at
 
@@ -211,7 +246,8 @@ def cmd_poll(settings: Settings, args: argparse.Namespace) -> int:
         enrich = research_index.enricher(research_index.index_url_for(settings.feed_url))
         result = poller.poll_once(store, client, settings.feed_url, deliver=deliver, enrich=enrich)
     if args.json:
-        _out(json.dumps(result.as_json()))
+        error = {"error": result.error} if result.error else {}
+        _out(json.dumps({**result.as_json(), **error}, ensure_ascii=False))
     else:
         state = "not modified" if result.not_modified else f"fetched {result.fetched}"
         extra = " (first poll: recorded as seen, nothing posted)" if result.baseline else ""
@@ -236,7 +272,7 @@ def cmd_backfill(settings: Settings, args: argparse.Namespace) -> int:
     try:
         with feed.make_client() as client:
             if args.dry_run:
-                progress(f"reading {url} …")
+                progress(f"reading {redact_url(url)} …")
                 index = research_index.read(client, url)
                 added, enriched = store_at(settings.database_url).preview_index(index.items)
                 result = research_index.BackfillResult(
@@ -273,11 +309,36 @@ def _deliverer(settings: Settings, store: Any) -> Any:
     return deliver.from_settings(settings, store)
 
 
+def open_archive(settings: Settings) -> Any:
+    """The store for a command that only reads (`search`, `summarize`): a SQLite file that does not exist
+    is a Failure, and neither it nor its folder is created (`poll`, `backfill`, `migrate` and `serve` create
+    it)."""
+    if settings.database_url.startswith("sqlite:///") and not settings.sqlite_path.exists():
+        path = settings.sqlite_path
+        where = path if path.is_absolute() or str(path).startswith(".") else f"./{path}"
+        raise Failure(
+            f"no archive at {where} yet: run `mlresearch-bot poll` or `mlresearch-bot backfill` first"
+        )
+    return open_store(settings)
+
+
+EMPTY_ARCHIVE = (
+    "the archive is empty: run `mlresearch-bot poll` (the feed's newest items) or `mlresearch-bot backfill` "
+    "(every post on the research index) to fill it"
+)
+
+
+def _nothing_found(store: Any, message: str) -> str:
+    """The "nothing found" line: the archive is empty (and how to fill it), or `message`."""
+    return EMPTY_ARCHIVE if store.count_items() == 0 else message
+
+
 def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
     from bot.search import search
 
-    store = open_store(settings)
-    hits = search(store, " ".join(args.query), limit=args.limit)
+    store = open_archive(settings)
+    query = " ".join(args.query)
+    hits = search(store, query, limit=args.limit)
     if args.json:
         _out(
             json.dumps(
@@ -296,7 +357,8 @@ def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
         )
         return EXIT_OK
     if not hits:
-        _out("no results")
+        hint = "try fewer or broader words, or check the spelling"
+        _out(_nothing_found(store, f"no results for {query!r}: {hint}"))
     from bot.blocks import format_authors
 
     for rank, hit in enumerate(hits, 1):
@@ -310,10 +372,14 @@ def cmd_summarize(settings: Settings, args: argparse.Namespace) -> int:
     from bot.summarize import Summarizer
 
     topic = " ".join(" ".join(args.topic).split())
-    store = open_store(settings)
+    store = open_archive(settings)
     summary = Summarizer.from_settings(settings).summarize(store, topic)
-    if summary is None:
-        raise Failure(f"nothing in the archive is about {topic[:80]!r}; try broader words")
+    if summary is None:  # nothing found is not a failure: a message, or a null summary under --json
+        if args.json:
+            _out(json.dumps({"topic": topic, "summary": None, "items": []}, ensure_ascii=False))
+        else:
+            _out(_nothing_found(store, f"nothing in the archive is about {topic[:80]!r}: try broader words"))
+        return EXIT_OK
     if args.json:
         _out(json.dumps(summary.as_json(), ensure_ascii=False))
         return EXIT_OK
@@ -336,6 +402,7 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
             _err(f"{what}; starting the local shell instead of Slack (see .env.example to connect Slack)")
             return cmd_shell(settings, args)
         raise UsageError(f"cannot serve: {what} (copy .env.example to .env and fill it in)")
+    _ = settings.port  # only serve uses PORT: a malformed one stops it here (exit 2), before anything starts
     from bot.server import ServeError, serve
 
     try:
@@ -347,8 +414,10 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
 def cmd_shell(settings: Settings, args: argparse.Namespace) -> int:
     from bot import shell
 
-    if settings.log_level == "INFO":  # the console is the interface: keep routine log lines off it
-        logging.getLogger("bot").setLevel(logging.WARNING)
+    if settings.log_level == "INFO":
+        # The console is the interface: routine log lines stay off it, and a failing feed is a [poll] line
+        # already. LOG_LEVEL=WARNING or DEBUG shows more.
+        logging.getLogger("bot").setLevel(logging.ERROR)
     return int(shell.run(settings, sys.stdin, sys.stdout))
 
 

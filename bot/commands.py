@@ -11,6 +11,8 @@ channel" button whose value is the command text; `shared(value, ...)` rebuilds t
 from __future__ import annotations
 
 import logging
+import re
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -36,6 +38,13 @@ LATEST_DEFAULT = 5
 LATEST_MAX = 20
 SHAREABLE = ("search", "latest", "summarize")
 C = views.COMMAND
+COUNT = re.compile(r"[0-9]{1,3}")  # ASCII digits only: str.isdigit() also accepts "²", "٣", "１"
+BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+NO_WORKSPACE = "This request has no workspace, so I can't answer it; nothing was changed."
+CONTROLS = (
+    "That command holds control characters (such as terminal escape codes), which I don't read; nothing was "
+    "changed. Type it again as plain text."
+)
 
 __all__ = ["SHARE_ACTION_ID", "Invocation", "Reply", "Services", "handle", "is_slow", "shared"]
 
@@ -81,6 +90,14 @@ def split(text: str) -> tuple[str, str]:
     return word.lower(), rest.strip()
 
 
+def has_controls(text: str) -> bool:
+    """Control characters (but tabs and line breaks, which are spaces), lone surrogates, or bidirectional
+    overrides that would reorder how an echoed text reads."""
+    return any(
+        (unicodedata.category(c) in ("Cc", "Cs") and c not in "\t\n\r") or c in BIDI_CONTROLS for c in text
+    )
+
+
 def handle(inv: Invocation, services: Services) -> Reply:
     """The reply to one `/mlresearch` invocation. Never raises."""
     return _answer(inv, services, shared_by=None)
@@ -99,10 +116,18 @@ def shared(value: str, user_id: str, services: Services, team_id: str, channel_i
 def is_slow(inv: Invocation, services: Services) -> bool:
     """True when the answer may take more than a couple of seconds (a summary from a model)."""
     word, _rest = split(inv.text)
+    if not inv.team_id or has_controls(inv.text):
+        return False  # answered at once, in one line
     return word == "summarize" and services.summarizer is not None and services.summarizer.abstractive
 
 
 def _answer(inv: Invocation, services: Services, shared_by: str | None) -> Reply:
+    if not inv.team_id:  # nothing is read or written under team '': it could only mix up workspaces
+        log.info("event=command_refused reason=no_workspace channel=%s", inv.channel_id[:20])
+        return line(NO_WORKSPACE)
+    if has_controls(inv.text):  # refused, never echoed (or logged) raw
+        log.info("event=command_refused reason=control_characters team=%s", inv.team_id[:20])
+        return line(CONTROLS)
     word, rest = split(inv.text)
     log.info("event=command name=%s team=%s channel=%s chars=%d", word[:20] or "help", inv.team_id[:20],
              inv.channel_id[:20], len(inv.text))
@@ -148,6 +173,12 @@ def cmd_search(rest: str, inv: Invocation, services: Services) -> Reply:
     hits = services.store.search(
         query.terms, prefix_last=query.prefix_last, limit=SEARCH_RESULTS + 1, filters=query.filters
     )
+    if not hits and services.store.count_items() == 0:
+        return line(
+            "The archive is empty, so there is nothing to search yet. It fills at the next poll; to fill "
+            "it now, run `mlresearch-bot poll` (the newest items) or `mlresearch-bot backfill` (every past "
+            "post)."
+        )
     if not hits:
         return Reply(*views.no_results(rest))
     shown = hits[:SEARCH_RESULTS]
@@ -160,7 +191,7 @@ def cmd_latest(rest: str, inv: Invocation, services: Services) -> Reply:
     usage = f"Usage: `{C} latest [n]`, where n is a number from 1 to {LATEST_MAX} (default {LATEST_DEFAULT})."
     if not rest:
         n = LATEST_DEFAULT
-    elif rest.isdigit() and len(rest) <= 6 and int(rest) >= 1:
+    elif COUNT.fullmatch(rest) and int(rest) >= 1:
         n = int(rest)
     else:
         return line(usage)

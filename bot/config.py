@@ -7,13 +7,14 @@
 
 from __future__ import annotations
 
+import base64
 import logging
 import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlparse
+from urllib.parse import urlparse, urlsplit, urlunsplit
 
 DEFAULT_FEED_URL = "https://machinelearning.apple.com/rss.xml"
 DEFAULT_SLACK_API_URL = "https://slack.com/api/"
@@ -42,7 +43,7 @@ class Settings:
     feed_url: str = DEFAULT_FEED_URL
     database_url: str = DEFAULT_DATABASE_URL
     poll_interval: int = 600
-    port: int = 3000
+    port_text: str | None = None  # PORT as given: checked by `port`, which only `serve` asks for
     log_level: str = "INFO"
     summary_api_url: str | None = None
     summary_api_key: str | None = None
@@ -50,6 +51,8 @@ class Settings:
     slack_client_id: str | None = None
     slack_client_secret: str | None = None
     slack_scopes: tuple[str, ...] = DEFAULT_SLACK_SCOPES
+    # TOKEN_ENCRYPTION_KEY: Fernet keys, the first encrypts stored OAuth tokens, every one decrypts (rotation)
+    token_encryption_keys: tuple[str, ...] = ()
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Settings:
@@ -102,7 +105,7 @@ class Settings:
             feed_url=feed_url,
             database_url=database_url,
             poll_interval=_int(get("POLL_INTERVAL"), "POLL_INTERVAL", 600, minimum=0),
-            port=_int(get("PORT"), "PORT", 3000, minimum=1, maximum=65535),
+            port_text=get("PORT"),
             log_level=level,
             summary_api_url=summary_url,
             summary_api_key=get("SUMMARY_API_KEY"),
@@ -110,12 +113,19 @@ class Settings:
             slack_client_id=client_id,
             slack_client_secret=client_secret,
             slack_scopes=scopes,
+            token_encryption_keys=_fernet_keys(get("TOKEN_ENCRYPTION_KEY")),
         )
 
     @property
     def sqlite_path(self) -> Path:
         """The SQLite file named by `database_url` (relative paths are relative to the working directory)."""
         return sqlite_path(self.database_url)
+
+    @property
+    def port(self) -> int:
+        """The HTTP port of `serve`; ConfigError naming PORT for a malformed value. Checked when asked for,
+        not in `from_env`: a setting only the server uses never stops `poll` or `search`."""
+        return _int(self.port_text, "PORT", 3000, minimum=1, maximum=65535)
 
     @property
     def oauth_enabled(self) -> bool:
@@ -180,19 +190,49 @@ def _check_database_url(url: str) -> None:
         if not parts.hostname or port == -1 or not parts.path.strip("/"):
             raise ConfigError(
                 "DATABASE_URL", "a PostgreSQL URL needs a host and a database, as in "
-                f"postgres://user:password@host:5432/dbname; got {_redacted(url)!r}"
+                f"postgres://user:password@host:5432/dbname; got {redact_url(url)!r}"
             )
         return
     raise ConfigError(
         "DATABASE_URL",
         "must be sqlite:///relative.db, sqlite:////absolute/path.db or postgres://user:password@host/dbname, "
-        f"got {_redacted(url)!r}",
+        f"got {redact_url(url)!r}",
     )
 
 
-def _redacted(url: str) -> str:
-    """The URL without its password (errors are printed and logged)."""
-    return re.sub(r"(://[^:/@]*:)[^@/]*@", r"\1***@", url)
+def redact_url(url: str) -> str:
+    """A URL fit to show (status, logs, errors): its `user:password@` and its query string become `***`. A
+    local path, or a URL with neither, is returned as is."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # an unparsable URL (a bad IPv6 literal): keep only what cannot hold a secret
+        return "***"
+    if not parts.netloc:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    netloc = f"***@{host}" if "@" in parts.netloc else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "***" if parts.query else "", parts.fragment))
+
+
+def _fernet_keys(raw: str | None) -> tuple[str, ...]:
+    """TOKEN_ENCRYPTION_KEY: one or more comma-separated Fernet keys (32 bytes, url-safe base64)."""
+    if raw is None:
+        return ()
+    keys = tuple(dict.fromkeys(k.strip() for k in raw.split(",") if k.strip()))
+    for n, key in enumerate(keys, 1):
+        try:
+            valid = len(base64.b64decode(key, altchars=b"-_", validate=True)) == 32
+        except ValueError:
+            valid = False
+        if not valid:
+            raise ConfigError("TOKEN_ENCRYPTION_KEY",
+                              f"key {n} of {len(keys)} is not a Fernet key (32 bytes in url-safe base64, "
+                              "44 characters); make one with: python -c \"from cryptography.fernet import "
+                              "Fernet; print(Fernet.generate_key().decode())\"")
+    if not keys:
+        raise ConfigError("TOKEN_ENCRYPTION_KEY",
+                          "holds no key; leave it unset, or set comma-separated Fernet keys")
+    return keys
 
 
 def _scopes(raw: str | None) -> tuple[str, ...]:

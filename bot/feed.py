@@ -6,7 +6,7 @@
 Every failure is a `FeedError` whose `kind` says which:
 
     FeedError
-      kind = "network"     DNS, refused connection, TLS, too many redirects
+      kind = "network"     DNS, refused connection, TLS, too many redirects, a redirect to a local address
       kind = "timeout"     connect or total time exceeded
       kind = "http"        a 4xx/5xx answer (`status` holds the code)
       kind = "too_large"   the body passed the size cap (checked while streaming)
@@ -21,8 +21,11 @@ from __future__ import annotations
 import calendar
 import hashlib
 import html
+import ipaddress
 import re
+import socket
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from html.parser import HTMLParser
@@ -31,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import parse_qsl, unquote, urlencode, urljoin, urlsplit, urlunsplit
 
 from bot import __version__
+from bot.config import redact_url
 
 if TYPE_CHECKING:  # httpx and feedparser are imported when first used: `serve` answers before it polls
     import httpx
@@ -45,6 +49,7 @@ MAX_TITLE_CHARS = 1_000
 MAX_SUMMARY_CHARS = 20_000
 
 Kind = Literal["research", "update"]
+Resolver = Callable[[str], Iterable[str]]  # a host name -> its IP addresses, as strings
 TRACKING_PARAMS = frozenset(
     {"fbclid", "gclid", "dclid", "msclkid", "mc_cid", "mc_eid", "igshid", "ref_src", "_hsenc", "_hsmi"}
 )
@@ -101,7 +106,8 @@ def make_client(
 ) -> httpx.Client:
     """The one HTTP client of a process: redirects (at most 5), timeouts, gzip, a User-Agent.
 
-    `max_bytes` is accepted for symmetry with `fetch`, which enforces the cap while streaming."""
+    `max_bytes` is accepted for symmetry with `fetch`, which enforces the cap while streaming; `fetch` follows
+    redirects itself, hop by hop, so each is checked and counted against one deadline."""
     import httpx
 
     return httpx.Client(
@@ -112,6 +118,32 @@ def make_client(
     )
 
 
+def resolve_host(host: str) -> list[str]:
+    """The addresses the system resolver gives for `host` (none when it does not resolve)."""
+    try:
+        return [str(info[4][0]) for info in socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)]
+    except (OSError, UnicodeError):
+        return []
+
+
+def is_public_host(host: str, resolve: Resolver = resolve_host) -> bool:
+    """Whether `host` (a name or an IP literal) resolves, and only to public addresses: not loopback, private,
+    link-local, reserved, multicast or unspecified."""
+    try:
+        addresses = [ipaddress.ip_address(host.strip("[]"))]
+    except ValueError:
+        try:
+            addresses = [ipaddress.ip_address(a.partition("%")[0]) for a in resolve(host)]
+        except ValueError:
+            return False
+    for address in addresses:
+        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+            address = address.ipv4_mapped
+        if not address.is_global or address.is_multicast:
+            return False
+    return bool(addresses)
+
+
 def fetch(
     client: httpx.Client,
     url: str,
@@ -120,13 +152,20 @@ def fetch(
     max_bytes: int = MAX_FEED_BYTES,
     total_timeout: float | None = None,
     accept: str = ACCEPT,
+    resolve: Resolver = resolve_host,
 ) -> Fetched | NotModified:
-    """Fetch `url` (http(s), file:// or a path), sending back the stored validators."""
+    """Fetch `url` (http(s), file:// or a path), sending back the stored validators.
+
+    One deadline (`total_timeout`, by default the client's) covers connecting, headers, every redirect and the
+    body; each network wait is given at most the time left. Redirects are followed here, at most
+    MAX_REDIRECTS; when `url`'s host is public (`resolve` says which addresses a name has), a redirect to a
+    loopback, private or link-local address is refused. Messages show the URL with `redact_url`."""
     import httpx
 
     scheme = urlsplit(url).scheme.lower()
     if scheme not in ("http", "https"):
         return _fetch_file(url, validators, max_bytes)
+    shown = redact_url(url)
     headers = {"Accept": accept}
     if validators.etag:
         headers["If-None-Match"] = validators.etag
@@ -134,48 +173,90 @@ def fetch(
         headers["If-Modified-Since"] = validators.last_modified
     if total_timeout is None:  # the client's budget (make_client(total_timeout=...))
         total_timeout = client.timeout.read if client.timeout.read is not None else TOTAL_TIMEOUT
-    deadline = time.monotonic() + total_timeout
-    # Every read waits at most the whole budget; the deadline below caps a body that trickles in.
+    deadline = Deadline(total_timeout, shown)
     connect = client.timeout.connect if client.timeout.connect is not None else CONNECT_TIMEOUT
-    timeout = httpx.Timeout(total_timeout, connect=min(connect, total_timeout))
+    from_public: bool | None = None  # whether url's host is public: looked up at the first redirect
     try:
-        with client.stream("GET", url, headers=headers, timeout=timeout) as response:
-            if response.status_code == 304:
-                return NotModified(
-                    Validators(
-                        response.headers.get("ETag") or validators.etag,
-                        response.headers.get("Last-Modified") or validators.last_modified,
-                    )
-                )
-            if response.status_code >= 300:
-                raise FeedError(
-                    "http", f"{url} answered HTTP {response.status_code}", status=response.status_code
-                )
-            declared = response.headers.get("Content-Length")
-            if declared and declared.isdigit() and int(declared) > max_bytes:
-                raise FeedError("too_large", f"{url} is {int(declared)} bytes, over the {max_bytes}-byte cap")
-            chunks: list[bytes] = []
-            size = 0
-            for chunk in response.iter_bytes():
-                size += len(chunk)
-                if size > max_bytes:
-                    raise FeedError("too_large", f"{url} passed the {max_bytes}-byte cap while downloading")
-                if time.monotonic() > deadline:
-                    raise FeedError("timeout", f"{url} took longer than {total_timeout:g} s")
-                chunks.append(chunk)
-            return Fetched(
-                b"".join(chunks),
-                Validators(response.headers.get("ETag"), response.headers.get("Last-Modified")),
-            )
+        request = client.build_request("GET", url, headers=headers)
+        for _hop in range(MAX_REDIRECTS + 1):
+            left = deadline.left()
+            request.extensions["timeout"] = httpx.Timeout(left, connect=min(connect, left)).as_dict()
+            response = client.send(request, stream=True, follow_redirects=False)
+            try:
+                if response.next_request is None:
+                    return _answer(response, validators, shown, max_bytes, deadline)
+                request = response.next_request
+            finally:
+                response.close()
+            if from_public is None:
+                from_public = is_public_host(urlsplit(url).hostname or "", resolve)
+            if from_public and not is_public_host(request.url.host, resolve):
+                target = redact_url(str(request.url))
+                raise FeedError("network", f"{shown} redirected to {target}, which is not a public address")
+        raise FeedError("network", f"{shown} redirected more than {MAX_REDIRECTS} times")
     except httpx.TimeoutException:
-        raise FeedError("timeout", f"{url} timed out") from None
-    except httpx.TooManyRedirects:
-        raise FeedError("network", f"{url} redirected more than {MAX_REDIRECTS} times") from None
+        raise FeedError("timeout", f"{shown} timed out after {total_timeout:g} s") from None
     except httpx.DecodingError as exc:
-        raise FeedError("malformed", f"{url} sent a body that could not be decoded ({exc})") from None
+        reason = _shown(exc)
+        raise FeedError("malformed", f"{shown} sent a body that could not be decoded ({reason})") from None
     except (httpx.HTTPError, httpx.InvalidURL, httpx.StreamError) as exc:
-        reason = _one_line(exc)
-        raise FeedError("network", f"{url} could not be reached: {reason}") from None
+        raise FeedError("network", f"{shown} could not be reached: {_shown(exc)}") from None
+
+
+class Deadline:
+    """One monotonic deadline for a whole fetch."""
+
+    def __init__(self, seconds: float, shown: str) -> None:
+        self.seconds = seconds
+        self.at = time.monotonic() + seconds
+        self.shown = shown
+
+    def left(self) -> float:
+        """The seconds left; a "timeout" FeedError when there are none."""
+        left = self.at - time.monotonic()
+        if left <= 0:
+            raise FeedError("timeout", f"{self.shown} timed out after {self.seconds:g} s")
+        return left
+
+
+def _answer(
+    response: httpx.Response, validators: Validators, shown: str, max_bytes: int, deadline: Deadline
+) -> Fetched | NotModified:
+    """What the final (non-redirect) response says: not modified, an HTTP error, or a capped body."""
+    if response.status_code == 304:
+        return NotModified(
+            Validators(
+                response.headers.get("ETag") or validators.etag,
+                response.headers.get("Last-Modified") or validators.last_modified,
+            )
+        )
+    if response.status_code >= 300:
+        raise FeedError("http", f"{shown} answered HTTP {response.status_code}", status=response.status_code)
+    declared = response.headers.get("Content-Length")
+    if declared and declared.isdigit() and int(declared) > max_bytes:
+        raise FeedError("too_large", f"{shown} is {int(declared)} bytes, over the {max_bytes}-byte cap")
+    content = read_capped(response, max_bytes, deadline, shown)
+    return Fetched(content, Validators(response.headers.get("ETag"), response.headers.get("Last-Modified")))
+
+
+def read_capped(response: httpx.Response, max_bytes: int, deadline: Deadline, shown: str) -> bytes:
+    """A streamed response's (decoded) body, in the calling thread: a "too_large" FeedError past `max_bytes`,
+    a "timeout" one past the deadline (checked between chunks; each read waits at most the time left)."""
+    import httpx
+
+    # The read timeout of the body is taken from the request when its first chunk is asked for (httpcore's
+    # documented "timeout" extension): give it what is left now, not what was left before the headers.
+    left = deadline.left()
+    response.request.extensions["timeout"] = httpx.Timeout(left).as_dict()
+    chunks: list[bytes] = []
+    size = 0
+    for chunk in response.iter_bytes():
+        size += len(chunk)
+        if size > max_bytes:
+            raise FeedError("too_large", f"{shown} passed the {max_bytes}-byte cap while downloading")
+        deadline.left()
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _fetch_file(url: str, validators: Validators, max_bytes: int) -> Fetched | NotModified:
@@ -310,6 +391,7 @@ def canonical_link(url: str) -> str | None:
 class _TextExtractor(HTMLParser):
     BLOCK = frozenset(
         {"p", "br", "div", "li", "ul", "ol", "h1", "h2", "h3", "h4", "h5", "h6", "tr", "blockquote"}
+        | {"section", "article"}
     )
 
     def __init__(self) -> None:
@@ -335,11 +417,23 @@ class _TextExtractor(HTMLParser):
 
 
 def html_to_text(markup: str) -> str:
-    """Plain text from HTML: tags dropped, entities decoded, whitespace tidied, paragraphs kept."""
+    """Plain text from HTML: tags dropped, entities decoded, whitespace tidied, paragraphs kept. Linear time
+    (html.parser after `_defused`), so hostile markup costs what its length does."""
     extractor = _TextExtractor()
-    extractor.feed(markup)
+    extractor.feed(_defused(markup))
     extractor.close()
     return _tidy("".join(extractor.parts))
+
+
+def _defused(markup: str) -> str:
+    """The markup with its unterminated constructs made text: a `<` that no `>` follows, a `<!--` that no
+    `-->` follows, and `<![`. Python 3.11's html.parser rescans the rest of the input for each of those
+    when it reaches the end (quadratic time: 40 KB of `<!--` takes seconds), and fails on a bad `<![`."""
+    markup = markup.replace("<![", "&lt;![")
+    closed = markup.rfind("-->") + 1  # 0 when there is none
+    markup = markup[:closed] + markup[closed:].replace("<!--", "&lt;!--")
+    end = markup.rfind(">") + 1
+    return markup[:end] + markup[end:].replace("<", "&lt;")
 
 
 def _text(value: str, detail: Any) -> str:
@@ -365,3 +459,8 @@ def _looks_like_html(head: bytes) -> bool:
 
 def _one_line(exc: object) -> str:
     return " ".join(str(exc).split())[:200] or type(exc).__name__
+
+
+def _shown(exc: object) -> str:
+    """An exception as one line, any URL in it redacted."""
+    return re.sub(r"[A-Za-z][\w+.-]{0,20}://[^\s'\"<>]+", lambda m: redact_url(m.group()), _one_line(exc))

@@ -10,7 +10,9 @@
   undelivered items); an archived or left channel is paused, a deleted one unsubscribed, so the bot never
   posts where it is no longer welcome.
 
-Everything is keyed by the request's team id. In OAuth mode (several workspaces) the Web API client a handler
+Everything is keyed by the request's team id. A request without one never reads or writes a workspace's data
+(not even under team ''): a command or share click gets a one-line answer, the App Home lists no
+subscriptions, a lifecycle event is ignored. In OAuth mode (several workspaces) the Web API client a handler
 uses is the one Bolt built for the request, holding that workspace's token.
 """
 
@@ -155,6 +157,12 @@ class _Listeners:
         user_id = str((body.get("user") or {}).get("id") or "")
         team_id = str((body.get("team") or {}).get("id") or (body.get("user") or {}).get("team_id") or "")
         channel_id = str((body.get("channel") or {}).get("id") or "")
+        if not team_id:
+            if respond is not None:
+                _respond_ok(respond, response_type="ephemeral", replace_original=False,
+                            text=commands.NO_WORKSPACE)
+            log.info("event=share_refused reason=no_workspace channel=%s", channel_id[:20])
+            return
         reply = commands.shared(str(action.get("value") or ""), user_id, self.for_request(client), team_id,
                                 channel_id)
         where = f"team={team_id} channel={channel_id} user={user_id}"
@@ -165,7 +173,7 @@ class _Listeners:
             return
         try:
             client.chat_postMessage(channel=channel_id, text=reply.text, blocks=reply.blocks,
-                                    unfurl_links=False, unfurl_media=False)
+                                    unfurl_links=False, unfurl_media=False, parse="none")
             log.info("event=shared %s via=chat.postMessage", where)
         except SlackApiError as exc:
             error = str(exc.response.get("error") or "unknown_error")
@@ -182,21 +190,25 @@ class _Listeners:
 
         if event.get("tab", "home") != "home":
             return
-        team_id = body.get("team_id") or ""
+        team_id = _team(body)
         client.views_publish(user_id=event["user"], view=views.home_view(self.services.store, team_id))
         log.info("event=home_published team=%s user=%s", team_id, event["user"])
 
     # lifecycle --------------------------------------------------------------------------------------
 
     def uninstalled(self, body: dict[str, Any]) -> None:
-        team_id = body.get("team_id") or ""
+        team_id = _team(body)
+        if not team_id:
+            return
         self.services.store.forget_workspace(team_id)
         log.info("event=workspace_forgotten team=%s reason=app_uninstalled", team_id)
 
     def tokens_revoked(self, event: dict[str, Any], body: dict[str, Any]) -> None:
         if not (event.get("tokens") or {}).get("bot"):
             return  # only user tokens went away; the bot token still works
-        team_id = body.get("team_id") or ""
+        team_id = _team(body)
+        if not team_id:
+            return
         self.services.store.forget_workspace(team_id)
         log.info("event=workspace_forgotten team=%s reason=tokens_revoked", team_id)
 
@@ -211,16 +223,24 @@ class _Listeners:
             self._pause(body, _channel(event), "bot removed from channel")
 
     def deleted(self, event: dict[str, Any], body: dict[str, Any]) -> None:
-        team_id, channel_id = body.get("team_id") or "", _channel(event)
-        if channel_id and self.services.store.unsubscribe(team_id, channel_id):
+        team_id, channel_id = _team(body), _channel(event)
+        if team_id and channel_id and self.services.store.unsubscribe(team_id, channel_id):
             log.info("event=unsubscribed team=%s channel=%s reason=channel_deleted", team_id, channel_id)
 
     def _pause(self, body: dict[str, Any], channel_id: str, reason: str) -> None:
-        team_id = body.get("team_id") or ""
+        team_id = _team(body)
         store = self.services.store
-        if channel_id and store.get_subscription(team_id, channel_id) is not None:
+        if team_id and channel_id and store.get_subscription(team_id, channel_id) is not None:
             store.pause_subscription(team_id, channel_id, reason)
             log.info("event=paused team=%s channel=%s reason=%r", team_id, channel_id, reason)
+
+
+def _team(body: dict[str, Any]) -> str:
+    """The event's workspace, or '' (logged) when the body names none: nothing is read or written for it."""
+    team_id = str(body.get("team_id") or "")
+    if not team_id:
+        log.info("event=no_workspace type=%s", str((body.get("event") or {}).get("type"))[:40])
+    return team_id
 
 
 def _channel(event: dict[str, Any]) -> str:

@@ -15,7 +15,7 @@ refreshes included, goes to SLACK_API_URL.
   per-workspace lock, so Bolt's request path and the poller's deliveries share one refresh (a refresh token is
   good for one use).
 - `StoreStates`: `OAuthStateStore` over `Store.issue_oauth_state`/`consume_oauth_state` (valid once, for
-  `STATE_SECONDS`).
+  `STATE_SECONDS`; expired states are deleted whenever one is issued, and at most `STATE_CAP` are kept).
 - `WorkspaceClients`: `client_for(team_id)` of the deliverer: each workspace posts with its own bot token; a
   workspace with no installation gets no client (its rows fail, `not_installed`), never another workspace's.
 """
@@ -38,6 +38,7 @@ from slack_sdk.oauth.state_store import OAuthStateStore
 from slack_sdk.oauth.token_rotation import TokenRotator
 
 from bot.config import Settings
+from bot.secrets_at_rest import SecretError, TokenCipher, seal, unseal
 from bot.slackweb import TRANSPORT_ERRORS, make_client
 from bot.store import StoreError, utcnow
 
@@ -54,6 +55,7 @@ log = logging.getLogger("bot.oauth")
 INSTALL_PATH = "/slack/install"
 REDIRECT_PATH = "/slack/oauth_redirect"
 STATE_SECONDS = 600
+STATE_CAP = 1_000  # OAuth states kept at most (see StoreStates)
 ROTATE_MINUTES = 120  # refresh a bot token this long before it expires (Slack's tokens live 12 hours)
 
 _INSTALLATION_FIELDS = frozenset(inspect.signature(Installation.__init__).parameters) - {"self"}
@@ -118,13 +120,15 @@ def _expiring(installation: Installation, minutes: int) -> bool:
 
 
 class StoreInstallations(InstallationStore):
-    """slack_sdk's InstallationStore over our store; refreshes expiring bot tokens when `rotator` is set."""
+    """slack_sdk's InstallationStore over our store; refreshes expiring bot tokens when `rotator` is set, and
+    seals installations with `cipher` (TOKEN_ENCRYPTION_KEY) when there is one (bot.secrets_at_rest)."""
 
     def __init__(self, store: Store, *, rotator: TokenRotator | None = None,
-                 rotate_minutes: int = ROTATE_MINUTES) -> None:
+                 rotate_minutes: int = ROTATE_MINUTES, cipher: TokenCipher | None = None) -> None:
         self.store = store
         self.rotator = rotator
         self.rotate_minutes = rotate_minutes
+        self.cipher = cipher
 
     @property
     def logger(self) -> Logger:
@@ -138,7 +142,7 @@ class StoreInstallations(InstallationStore):
         team_id, enterprise_id = installation_key(installation.team_id, installation.enterprise_id,
                                                   installation.is_enterprise_install)
         try:
-            self.store.save_installation(team_id, enterprise_id, to_record(installation))
+            self.store.save_installation(team_id, enterprise_id, seal(to_record(installation), self.cipher))
             if team_id:  # a fresh token: delivery to this workspace may resume
                 self.store.enable_workspace(team_id)
         except StoreError as exc:  # Bolt shows its "storage_error" page for a BoltError
@@ -164,10 +168,21 @@ class StoreInstallations(InstallationStore):
     def find_installation(self, *, enterprise_id: str | None, team_id: str | None, user_id: str | None = None,
                           is_enterprise_install: bool | None = False) -> Installation | None:
         key = installation_key(team_id, enterprise_id, is_enterprise_install)
-        installation = self._load(key)
+        try:
+            installation = self.installation(key)
+        except SecretError as exc:
+            log.error("event=installation_unreadable team=%s error=%r", key[0] or key[1], str(exc))
+            return None
         if installation is None or (user_id is not None and installation.user_id != user_id):
             return None  # one installation per workspace: the bot's (we ask for no user scopes)
-        if self.rotator is not None and _expiring(installation, self.rotate_minutes):
+        return installation
+
+    def installation(self, key: tuple[str | None, str | None]) -> Installation | None:
+        """The installation at `key` (see `installation_key`), its bot token refreshed first when it is about
+        to expire. Raises SecretError when it is sealed and cannot be opened."""
+        installation = self._load(key)
+        if installation is not None and self.rotator is not None and _expiring(installation,
+                                                                                self.rotate_minutes):
             installation = self._rotate(key)
         return installation
 
@@ -181,7 +196,7 @@ class StoreInstallations(InstallationStore):
 
     def _load(self, key: tuple[str | None, str | None]) -> Installation | None:
         record = self.store.find_installation(*key)
-        return from_record(record) if record is not None else None
+        return from_record(unseal(record, self.cipher)) if record is not None else None
 
     def _rotate(self, key: tuple[str | None, str | None]) -> Installation | None:
         """Refresh the bot token of the installation at `key` if it is still expiring once we hold the lock
@@ -222,7 +237,11 @@ class StoreInstallations(InstallationStore):
         if user_id is None:
             self.store.delete_installation(*key)
             return
-        installation = self._load(key)  # only that user's token goes; the bot stays
+        try:
+            installation = self._load(key)  # only that user's token goes; the bot stays
+        except SecretError as exc:
+            log.error("event=installation_unreadable team=%s error=%r", key[0] or key[1], str(exc))
+            return
         if installation is not None and installation.user_id == user_id and installation.user_token:
             installation.user_token = installation.user_refresh_token = None
             installation.user_token_expires_at = None
@@ -230,15 +249,36 @@ class StoreInstallations(InstallationStore):
             self.save(installation)
 
 
+def reseal_installations(store: Store, cipher: TokenCipher) -> tuple[int, int]:
+    """Seal every stored installation with the cipher's first key: after TOKEN_ENCRYPTION_KEY is first set
+    (plain rows), or when a new key has been put first (rotation). Returns (resealed, unreadable): an
+    installation none of the keys opens is left as it is."""
+    unreadable = 0
+
+    def reseal(data: dict[str, Any]) -> dict[str, Any] | None:
+        nonlocal unreadable
+        try:
+            return seal(unseal(data, cipher), cipher)
+        except SecretError:
+            unreadable += 1
+            return None
+
+    return store.rewrite_installations(reseal), unreadable
+
+
 # --- OAuth state -----------------------------------------------------------------------------------------
 
 
 class StoreStates(OAuthStateStore):
-    """OAuth `state` values in our store: each valid once, for `expiration_seconds`."""
+    """OAuth `state` values in our store: each valid once, for `expiration_seconds`. Issuing one deletes the
+    expired ones, and at most `cap` are kept (the oldest go first: a flood of /slack/install requests can
+    only make an installer start again, never grow the table)."""
 
-    def __init__(self, store: Store, expiration_seconds: int = STATE_SECONDS) -> None:
+    def __init__(self, store: Store, expiration_seconds: int = STATE_SECONDS, *,
+                 cap: int = STATE_CAP) -> None:
         self.store = store
         self.expiration_seconds = expiration_seconds
+        self.cap = cap
 
     @property
     def logger(self) -> Logger:
@@ -246,7 +286,8 @@ class StoreStates(OAuthStateStore):
 
     def issue(self, *args: Any, **kwargs: Any) -> str:
         state = secrets.token_urlsafe(24)
-        self.store.issue_oauth_state(state, utcnow() + timedelta(seconds=self.expiration_seconds))
+        expires = utcnow() + timedelta(seconds=self.expiration_seconds)
+        self.store.issue_oauth_state(state, expires, cap=self.cap)
         return state
 
     def consume(self, state: str) -> bool:
@@ -272,7 +313,8 @@ def oauth_settings(settings: Settings, store: Store, client: WebClient) -> OAuth
     from slack_bolt.oauth.callback_options import CallbackOptions
     from slack_bolt.oauth.oauth_settings import OAuthSettings
 
-    installations = StoreInstallations(store, rotator=rotator(settings, client))
+    installations = StoreInstallations(store, rotator=rotator(settings, client),
+                                       cipher=TokenCipher.of(settings.token_encryption_keys))
     bolt_logger = logging.getLogger("slack_bolt.oauth")
     oauth = OAuthSettings(
         client_id=settings.slack_client_id,
@@ -336,14 +378,17 @@ class WorkspaceClients:
 
     def __init__(self, store: Store, settings: Settings, *, client: WebClient | None = None) -> None:
         api = client or api_client(settings)
-        self.installations = StoreInstallations(store, rotator=rotator(settings, api))
+        self.installations = StoreInstallations(store, rotator=rotator(settings, api),
+                                                cipher=TokenCipher.of(settings.token_encryption_keys))
         self.api_url = settings.slack_api_url
 
     def __call__(self, team_id: str) -> WebClient:
         from bot.deliver import WorkspaceUnavailable
 
         try:
-            installation = self.installations.find_installation(enterprise_id=None, team_id=team_id)
+            installation = self.installations.installation(installation_key(team_id, None))
+        except SecretError as exc:
+            raise WorkspaceUnavailable(f"installation_unreadable: {exc}") from None
         except SlackTokenRotationError as exc:
             error = exc.api_error.response.get("error") if exc.api_error is not None else None
             reason = f"token_rotation_failed: {error or 'unknown_error'}"

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import httpx
 
 from bot.feed import FeedError, Fetched, Item, fetch, parse
-from bot.store import LockTimeout, Store
+from bot.store import LockTimeout, Store, StoreError
 
 log = logging.getLogger("bot.poller")
 
@@ -144,7 +144,9 @@ def preview(store: Store, client: httpx.Client, feed_url: str) -> tuple[list[Ite
 
 class Poller:
     """Runs `poll_once` every `interval` seconds (with up to 10% jitter) on a daemon thread, never
-    overlapping itself; `stop()` lets an in-flight cycle finish."""
+    overlapping itself; `stop()` lets an in-flight cycle finish. A cycle the database fails (down,
+    restarting, connections ended) is one log line, `event=poll_failed reason=database`, and the next cycle
+    tries again."""
 
     def __init__(
         self,
@@ -191,6 +193,8 @@ class Poller:
                     self.on_result(result)
             except LockTimeout:
                 log.info("event=poll_skipped reason=another_process_is_polling")
+            except StoreError as exc:  # the database is down or restarting: the next cycle tries again
+                log.warning("event=poll_failed reason=database error=%r", " ".join(str(exc).split())[:300])
             except Exception:  # noqa: BLE001 - the loop must outlive any one bad cycle
                 log.exception("event=poll_crashed")
             wait = self.interval * (1 + random.uniform(0, 0.1))

@@ -19,7 +19,6 @@ safe: a page without the script, JSON that does not parse, or posts without the 
 
 from __future__ import annotations
 
-import html
 import json
 import logging
 import re
@@ -31,6 +30,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 import httpx
 
+from bot.config import redact_url
 from bot.feed import (
     MAX_SUMMARY_CHARS,
     MAX_TITLE_CHARS,
@@ -49,6 +49,7 @@ log = logging.getLogger("bot.research_index")
 DEFAULT_INDEX_URL = "https://machinelearning.apple.com/research"
 SITE = "https://machinelearning.apple.com"
 MAX_INDEX_BYTES = 20 * 1024 * 1024
+MAX_BODY_CHARS = 5 * MAX_SUMMARY_CHARS  # of a post's body, read into an abstract of at most MAX_SUMMARY_CHARS
 ACCEPT_HTML = "text/html, application/xhtml+xml;q=0.9, */*;q=0.1"
 SPARSE_BELOW = 50
 MAX_AUTHORS = 100
@@ -114,26 +115,42 @@ def read(client: httpx.Client, url: str) -> Index:
     except FeedError as exc:
         raise IndexReadError(f"research index: {exc}") from None
     if not isinstance(answer, Fetched):  # no validators are sent, so this cannot happen; be safe anyway
-        raise IndexReadError(f"research index: {url} answered 304 Not Modified to an unconditional request")
+        shown = redact_url(url)
+        raise IndexReadError(f"research index: {shown} answered 304 Not Modified to an unconditional request")
     return parse(answer.content)
 
 
-_NEXT_DATA = re.compile(
-    r"<script\b[^>]*\bid\s*=\s*[\"']?__NEXT_DATA__[\"']?[^>]*>(.*?)</script\s*>", re.IGNORECASE | re.DOTALL
-)
+_NEXT_DATA_ID = re.compile(r"""\sid\s*=\s*["']?__NEXT_DATA__["'\s/>]""", re.IGNORECASE)
+MAX_TAG_CHARS = 4096  # a longer <script ...> tag is not the one we look for
+
+
+def next_data(text: str) -> str | None:
+    """The text of the page's `<script id="__NEXT_DATA__">`, or None. One forward scan (str.find), so a page
+    of unclosed or repeated <script tags costs linear time."""
+    lower = text.lower()
+    start = lower.find("<script")
+    while start >= 0:
+        end = text.find(">", start)
+        if end < 0:
+            return None
+        if end - start <= MAX_TAG_CHARS and _NEXT_DATA_ID.search(text, start, end + 1):
+            close = lower.find("</script", end)
+            return text[end + 1 : close] if close >= 0 else None
+        start = lower.find("<script", end)
+    return None
 
 
 def parse(content: bytes | str) -> Index:
     """Posts from the page's `__NEXT_DATA__` JSON, as Items (oldest first). Posts without a slug, a title or
     a date are skipped and counted; a page with no usable post at all is an error."""
     text = content.decode("utf-8", errors="replace") if isinstance(content, bytes) else content
-    match = _NEXT_DATA.search(text)
-    if match is None:
+    script = next_data(text)
+    if script is None:
         is_html = re.search(r"<html|<!doctype html", text[:4096], re.IGNORECASE)
         what = "an HTML page" if is_html else "the answer"
         raise IndexReadError(f"research index: {what} has no <script id=\"__NEXT_DATA__\"> element")
     try:
-        data = json.loads(match.group(1))
+        data = json.loads(script)
     except (ValueError, RecursionError) as exc:
         reason = getattr(exc, "msg", None) or type(exc).__name__
         raise IndexReadError(
@@ -182,13 +199,13 @@ def _post_item(post: Any) -> tuple[Item | None, str]:
     link = _link(post.get("slug"))
     if link is None:
         return None, "missing slug"
-    title = _plain(post.get("title"), markdown=False)
+    title = _plain(post.get("title"), markdown=False, limit=4 * MAX_TITLE_CHARS)
     if not title:
         return None, "missing title"
     published = parse_date(post.get("published"))
     if published is None:
         return None, "missing published"
-    summary = _plain(post.get("body"), markdown=True)
+    summary = _plain(post.get("body"), markdown=True, limit=MAX_BODY_CHARS)
     return (
         Item(
             id=link,
@@ -219,45 +236,29 @@ def _link(slug: Any) -> str | None:
     return canonical_link(f"{SITE}/research/{quote(slug, safe='/-._~')}")
 
 
-def _plain(value: Any, *, markdown: bool) -> str:
+def _plain(value: Any, *, markdown: bool, limit: int) -> str:
+    """Plain text of a post's field, read from at most `limit` characters of it (an item keeps less)."""
     if not isinstance(value, str) or not value.strip():
         return ""
-    text = _html_text(value) if ("<" in value or "&" in value) else value
+    value = value[:limit]
+    text = html_to_text(value) if ("<" in value or "&" in value) else value
     if markdown:
         text = strip_markdown(text)
     paragraphs = [" ".join(p.split()) for p in re.split(r"\n\s*\n", text)]
     return "\n\n".join(p for p in paragraphs if p)
 
 
-_HTML_SKIP = re.compile(r"<(script|style)\b.*?</\1\s*>|<!--.*?-->", re.IGNORECASE | re.DOTALL)
-_HTML_BLOCK = re.compile(
-    r"</?(?:p|br|div|li|ul|ol|h[1-6]|tr|blockquote|section|article)\b[^>]*>", re.IGNORECASE
-)
-_HTML_TAG = re.compile(r"</?[A-Za-z][^<>]*>")
-_HTML_SIMPLE = re.compile(r"<(?![A-Za-z/!])|<!(?!--)")
-
-
-def _html_text(markup: str) -> str:
-    """Plain text from an abstract's HTML: a fast path for simple markup (tags dropped, block tags as line
-    breaks, entities decoded), the feed's full HTML parser for anything unusual (a stray "<", CDATA...)."""
-    if _HTML_SIMPLE.search(markup):
-        return html_to_text(markup)
-    text = _HTML_SKIP.sub("", markup)
-    text = _HTML_BLOCK.sub("\n", text)
-    text = html.unescape(_HTML_TAG.sub("", text))
-    paragraphs = [" ".join(p.split()) for p in text.split("\n")]
-    return "\n\n".join(p for p in paragraphs if p)
-
-
-_MD_IMAGE = re.compile(r"!\[([^\]]*)\]\([^)]*\)")
-_MD_LINK = re.compile(r"\[([^\]]+)\]\((?:[^()\s]|\([^()\s]*\))*(?:\s+\"[^\"]*\")?\)")
+# Every pattern is linear: a scan started at a mark stops at the next mark of its kind (link text holds no
+# bracket, a rule is one line), so a body of a million brackets or dashes costs what its length does.
+_MD_IMAGE = re.compile(r"!\[([^\[\]]*)\]\([^()]*\)")
+_MD_LINK = re.compile(r"\[([^\[\]]+)\]\((?:[^()\s]|\([^()\s]*\))*(?:\s+\"[^\"]*\")?\)")
 _MD_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+", re.MULTILINE)
 _MD_QUOTE = re.compile(r"^\s{0,3}>\s?", re.MULTILINE)
 _MD_BULLET = re.compile(r"^\s{0,3}(?:[-*+]|\d{1,3}[.)])\s+", re.MULTILINE)
 _MD_EMPHASIS = re.compile(r"(?<![\w*])(\*{1,3}|_{1,3})(?=\S)([^\n*_]{1,300}?)(?<=\S)\1(?![\w*])")
 _MD_CODE = re.compile(r"`{1,3}([^`\n]{1,300})`{1,3}")
 _MD_LINE_MARK = re.compile(r"^\s{0,3}(?:#|>|[-*+]\s|\d{1,3}[.)]\s|[-*_]\s*[-*_]\s*[-*_])", re.MULTILINE)
-_MD_RULE = re.compile(r"^\s{0,3}(?:[-*_]\s*){3,}$", re.MULTILINE)
+_MD_RULE = re.compile(r"^[ \t]{0,3}(?:[-*_][ \t]*){3,}$", re.MULTILINE)
 
 
 def strip_markdown(text: str) -> str:
@@ -335,6 +336,7 @@ def _authors(post: dict[str, Any]) -> tuple[str, ...]:
 
 def _names(value: Any) -> tuple[str, ...]:
     if isinstance(value, str):
+        value = " ".join(value[: MAX_AUTHORS * MAX_AUTHOR_CHARS].split())  # single spaces: a linear split
         raw: list[Any] = re.split(r"\s*[,;]\s*|\s+and\s+|\s*&\s*", value)
     elif isinstance(value, list):
         raw = value
@@ -348,6 +350,7 @@ def _names(value: Any) -> tuple[str, ...]:
             )
         if not isinstance(entry, str):
             continue
+        entry = entry[: 4 * MAX_AUTHOR_CHARS]
         if "<" in entry or "&" in entry:
             entry = html_to_text(entry)
         name = " ".join(entry.split())
@@ -373,7 +376,7 @@ def backfill(
     posts the feed already brought are enriched with the full abstract and authors. Raises IndexReadError
     or StoreError."""
     if progress:
-        progress(f"reading {url} …")
+        progress(f"reading {redact_url(url)} …")
     index = read(client, url)
     if progress:
         progress(f"merging {len(index.items):,} posts …")

@@ -1,10 +1,15 @@
 """`serve`: the Bolt app behind waitress (Bolt's WSGI adapter) or over Socket Mode, and the in-process poller.
 
-HTTP routes: `POST /slack/events` (commands, events, interactivity; Bolt verifies every signature and answers
-401 to unsigned, badly signed or stale requests), `GET /healthz` (JSON), and in OAuth mode (SLACK_CLIENT_ID
-and SLACK_CLIENT_SECRET set) `GET /slack/install` and `GET /slack/oauth_redirect` (Bolt's OAuth flow, see
-`bot.oauth`); anything else 404. In Socket Mode,
-`/healthz` is still served on $PORT and `/slack/events` is not.
+HTTP routes: `POST /slack/events` (commands, events, interactivity), `GET /healthz` (JSON), and in OAuth
+mode (SLACK_CLIENT_ID and SLACK_CLIENT_SECRET set) `GET /slack/install` and `GET /slack/oauth_redirect`
+(Bolt's OAuth flow, see `bot.oauth`); anything else 404. In Socket Mode, `/healthz` is still served on $PORT
+and `/slack/events` is not.
+
+Before Bolt sees a request to /slack/events, the Router verifies its signature (slack_sdk's
+SignatureVerifier, as Bolt does: an unsigned, badly signed or stale request, or one whose timestamp is not a
+number, gets 401), then its shape (the body must be what Bolt parses into a JSON object and reads without
+failing: 400 otherwise). Either answer is logged as one `event=request_rejected` line naming the reason only,
+never a field of the body. Bolt verifies the signature again.
 
 SIGTERM or SIGINT stops the server: it stops accepting and finishes the requests in flight (up to 5 s),
 the poller finishes its cycle (deliveries not yet posted stay pending), lazy listeners drain, and `serve`
@@ -13,6 +18,7 @@ returns 0, all well within Heroku's 30 s.
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import signal
@@ -21,6 +27,20 @@ import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
+
+from slack_bolt.context import BoltContext
+from slack_bolt.request.internals import build_context, parse_body
+from slack_bolt.request.payload_utils import (
+    to_action,
+    to_command,
+    to_event,
+    to_message,
+    to_options,
+    to_shortcut,
+    to_step,
+    to_view,
+)
+from slack_sdk.signature import SignatureVerifier
 
 from bot.config import Settings
 from bot.store import Store, StoreError, iso, open_store
@@ -45,6 +65,10 @@ POLLER_STOP_SECONDS = 20.0
 POLLER_START_DELAY = 0.5
 LAZY_DRAIN_SECONDS = 3.0
 HTTP_GRACE_SECONDS = 5.0
+MAX_REQUEST_AGE = 5 * 60  # seconds between a request's X-Slack-Request-Timestamp and now, either way
+# Where Slack always sends an object; Bolt's middleware and our listeners rely on it.
+OBJECTS = ("event", "view")
+BOLT_READERS = (to_options, to_shortcut, to_action, to_view, to_command, to_event, to_message, to_step)
 
 StartResponse = Callable[..., Any]
 WsgiApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
@@ -71,12 +95,15 @@ def health(store: Store) -> tuple[int, dict[str, Any]]:
 
 
 class Router:
-    """The WSGI application: Slack's Request URL to Bolt, /healthz, and 404 for everything else."""
+    """The WSGI application: Slack's Request URL to Bolt (verified and checked first when `signing_secret` is
+    given, as in HTTP mode), /healthz, and 404 for everything else."""
 
-    def __init__(self, slack: WsgiApp | None, store: Store, oauth: WsgiApp | None = None) -> None:
+    def __init__(self, slack: WsgiApp | None, store: Store, oauth: WsgiApp | None = None,
+                 signing_secret: str | None = None) -> None:
         self.slack = slack
         self.store = store
         self.oauth = oauth
+        self.verifier = SignatureVerifier(signing_secret) if signing_secret else None
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO") or "/"
@@ -84,6 +111,12 @@ class Router:
         if path == EVENTS_PATH and self.slack is not None:
             if method != "POST":
                 return _json(start_response, 405, {"error": "method not allowed"}, [("Allow", "POST")])
+            refused = self.refuse(environ) if self.verifier is not None else None
+            if refused is not None:
+                status, reason = refused
+                log.warning("event=request_rejected status=%d reason=%s", status, reason)
+                error = "invalid request" if status == 401 else f"bad request: {reason.replace('_', ' ')}"
+                return _json(start_response, status, {"error": error})
             return self.slack(environ, start_response)
         if path in OAUTH_PATHS and self.oauth is not None:
             if method != "GET":
@@ -96,8 +129,58 @@ class Router:
             return _json(start_response, status, body, head=method == "HEAD")
         return _json(start_response, 404, {"error": "not found"})
 
+    def refuse(self, environ: dict[str, Any]) -> tuple[int, str] | None:
+        """(status, reason) when a request to /slack/events must not reach Bolt, else None. Reads the body
+        and puts it back in `environ` for Bolt."""
+        assert self.verifier is not None
+        try:
+            length = int(environ.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            length = -1
+        if length < 0:
+            return 400, "bad_content_length"
+        raw = environ["wsgi.input"].read(length) if length else b""
+        environ["wsgi.input"], environ["CONTENT_LENGTH"] = io.BytesIO(raw), str(len(raw))
+        timestamp = environ.get("HTTP_X_SLACK_REQUEST_TIMESTAMP") or ""
+        signature = environ.get("HTTP_X_SLACK_SIGNATURE") or ""
+        if not (timestamp.isascii() and timestamp.isdigit() and len(timestamp) <= 12):
+            return 401, "bad_timestamp"
+        if abs(self.verifier.clock.now() - int(timestamp)) > MAX_REQUEST_AGE:
+            return 401, "stale_timestamp"
+        if not signature:
+            return 401, "missing_signature"
+        try:
+            text = raw.decode("utf-8")  # as Bolt and the verifier read it
+        except UnicodeDecodeError:
+            return 401, "body_not_utf8"
+        if not self.verifier.is_valid(text, timestamp, signature):
+            return 401, "bad_signature"
+        return _misshapen(text, environ.get("CONTENT_TYPE"))
 
-_REASONS = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}
+
+def _misshapen(text: str, content_type: str | None) -> tuple[int, str] | None:
+    """Why Bolt would fail on this signed body (400, reason), or None: parsed as Bolt parses it, then read as
+    Bolt reads every request before any listener runs (its context and each listener argument)."""
+    try:
+        body = parse_body(text, content_type.split(";")[0] if content_type else None)
+    except ValueError:  # JSONDecodeError, in the body or in its `payload` field
+        return 400, "body_not_json"
+    if not isinstance(body, dict):
+        return 400, "body_not_an_object"
+    if any(key in body and not isinstance(body[key], dict) for key in OBJECTS):
+        return 400, "unexpected_shape"
+    try:
+        build_context(BoltContext(), body)
+        parts = [read(body) for read in BOLT_READERS]
+    except Exception:  # noqa: BLE001 - any failure here is the body's shape, answered as such
+        return 400, "unexpected_shape"
+    if any(part is not None and not isinstance(part, dict) for part in parts):
+        return 400, "unexpected_shape"
+    return None
+
+
+_REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed",
+            503: "Service Unavailable"}
 
 
 def _json(start_response: StartResponse, status: int, body: dict[str, Any],
@@ -187,7 +270,7 @@ def serve(settings: Settings) -> int:
         log.warning("event=config_ignored variable=SLACK_BOT_TOKEN detail=\"SLACK_CLIENT_ID and "
                     "SLACK_CLIENT_SECRET are set: every workspace uses the token of its own installation\"")
     try:
-        server = create_http_server(Router(slack, store, oauth), settings.port)
+        server = create_http_server(Router(slack, store, oauth, settings.slack_signing_secret), settings.port)
     except OSError as exc:
         raise ServeError(f"cannot listen on port {settings.port}: {exc.strerror or exc}") from None
     socket_handler = _connect_socket_mode(app, settings) if socket_mode else None

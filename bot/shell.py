@@ -1,15 +1,20 @@
 """`mlresearch-bot shell`: a console in place of Slack, over the same handlers and store.
 
 Type `/mlresearch search captioning` (or just `search captioning`); the reply prints as readable text. The
-shell is a workspace and channel of its own (team TSHELL, channel CSHELL): `/mlresearch subscribe` there, and
-new items print as they would post, through the store's delivery ledger (claim -> print -> mark_sent). Poll
-cycles run in the background every POLL_INTERVAL seconds; with POLL_INTERVAL=0 only when you type `poll`.
-`exit`, `quit` or end of input ends the shell. No Slack credentials are needed.
+shell is a channel of its own, #shell: `/mlresearch subscribe` there, and new items print as they would post,
+through the store's delivery ledger (claim -> print -> mark_sent). Poll cycles run in the background every
+POLL_INTERVAL seconds; with POLL_INTERVAL=0 only when you type `poll`. `exit`, `quit` or end of input ends the
+shell. No Slack credentials are needed.
+
+The archive is created by the first write (a poll, a subscribe), never by starting the shell or reading: on a
+fresh clone with POLL_INTERVAL=0 the banner says the archive is empty and `poll` fills it. On a terminal, log
+lines and background news are written through the console, above the prompt, never onto its line.
 """
 
 from __future__ import annotations
 
 import html
+import logging
 import re
 import threading
 from collections.abc import Iterable
@@ -19,14 +24,15 @@ import httpx
 
 from bot import feed
 from bot.blocks import item_message
-from bot.commands import Invocation, Reply, Services, handle
-from bot.config import Settings
+from bot.commands import HANDLERS, Invocation, Reply, Services, handle, split
+from bot.config import Settings, redact_url
 from bot.deliver import LOCAL_TEAM_ID as SHELL_TEAM_ID
 from bot.poller import DeliveryReport, Poller, PollResult, poll_once
-from bot.store import LockTimeout, Store, StoreError, open_store, utcnow
+from bot.store import LockTimeout, SQLiteStore, Store, StoreError, open_store, utcnow
 from bot.summarize import Summarizer
 
 SHELL_CHANNEL_ID = "CSHELL"
+SHELL_CHANNEL_NAME = "shell"  # shown as #shell everywhere, as Slack shows a channel by its name
 SHELL_USER_ID = "USHELL"
 PROMPT = "mlresearch> "
 RULE = "-" * 60
@@ -41,13 +47,16 @@ _FORMAT = [
 
 
 def mrkdwn_to_text(text: str) -> str:
-    """Slack mrkdwn as terminal text: `<url|title>` -> `title (url)`, `<#C1>` -> `#C1`, `<@U1>` -> `@U1`,
-    bold/italic/strike markers dropped, entities (`&amp;` `&lt;` `&gt;`) unescaped last."""
+    """Slack mrkdwn as terminal text: `<url|title>` -> `title (url)`, `<#C1>` -> `#C1` (the shell's own
+    channel by its name, `#shell`, as Slack shows a channel), `<@U1>` -> `@U1`, bold/italic/strike markers
+    dropped, entities (`&amp;` `&lt;` `&gt;`) unescaped last."""
     links: list[str] = []
 
     def angle(match: re.Match[str]) -> str:
         target, _, label = match.group(1).partition("|")
-        if target[:1] in "#@!":
+        if target == f"#{SHELL_CHANNEL_ID}":
+            rendered = f"#{SHELL_CHANNEL_NAME}"
+        elif target[:1] in "#@!":
             shown = label or target[1:].split("^")[0]
             rendered = (target[0] if target[0] != "!" else "@") + shown
         elif label and label != target:
@@ -101,21 +110,46 @@ def render_reply(reply: Reply) -> str:
 
 
 class Console:
-    """stdout shared by the reading loop and the background poller, one whole message at a time."""
+    """stdout shared by the reading loop, the background poller and (on a terminal) the log, one whole message
+    at a time. While the prompt waits for a line, a message clears the prompt's line, prints, and shows the
+    prompt again below it: nothing lands on the prompt line."""
 
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
         self.lock = threading.Lock()
+        self.prompting = False
 
     def write(self, text: str) -> None:
+        text = text if text.endswith("\n") else text + "\n"
         with self.lock:
-            self.stream.write(text if text.endswith("\n") else text + "\n")
+            self.stream.write(f"\r\033[K{text}{PROMPT}" if self.prompting else text)
             self.stream.flush()
 
     def prompt(self) -> None:
         with self.lock:
             self.stream.write(PROMPT)
             self.stream.flush()
+            self.prompting = True
+
+    def answered(self) -> None:
+        """The line was read (the cursor is at the start of a new line): the prompt is gone."""
+        with self.lock:
+            self.prompting = False
+
+
+class ConsoleLog(logging.Handler):
+    """Log records written through the console (the shell, on a terminal), formatted as before."""
+
+    def __init__(self, console: Console, formatter: logging.Formatter | None) -> None:
+        super().__init__()
+        self.console = console
+        self.setFormatter(formatter)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.console.write(self.format(record))
+        except Exception:  # noqa: BLE001 - logging never breaks the shell
+            self.handleError(record)
 
 
 class ShellDeliverer:
@@ -136,30 +170,69 @@ class ShellDeliverer:
                 failed += 1
                 continue
             message = item_message(item, delivery.matched)
-            self.console.write(f"{RULE}\nNew in #shell:\n{render(message['blocks'])}\n{RULE}")
+            self.console.write(f"{RULE}\nNew in #{SHELL_CHANNEL_NAME}:\n{render(message['blocks'])}\n{RULE}")
             store.mark_sent(delivery.id, f"shell-{utcnow().timestamp():.6f}")
             delivered += 1
         return DeliveryReport(delivered=delivered, failed=failed)
 
 
-def describe(result: PollResult) -> str:
+def describe(result: PollResult, subscribed: bool) -> str:
     if result.error:
         return f"[poll] the feed failed: {result.error}"
     if result.not_modified:
         return "[poll] the feed has not changed"
     if result.baseline:
+        then = "" if subscribed else " once this channel is subscribed (/mlresearch subscribe)"
         return (
             f"[poll] first poll: {result.fetched} item(s) archived as already seen; new items from now on "
-            "print here once this channel is subscribed (/mlresearch subscribe)"
+            f"print here{then}"
         )
     return f"[poll] fetched {result.fetched}, {result.new} new, {result.delivered} printed here"
 
 
+WRITES = ("subscribe", "unsubscribe")  # they create the archive first; every other command only reads it
+
 BANNER = (
-    "mlresearch-bot shell: this console stands in for a Slack channel (team TSHELL, channel CSHELL).\n"
+    f"mlresearch-bot shell: this console stands in for a Slack channel, #{SHELL_CHANNEL_NAME}.\n"
     "Type /mlresearch help (the /mlresearch prefix is optional), `poll` to fetch the feed now, "
     "`exit` to leave."
 )
+
+
+class Archive:
+    """The shell's store, created (migrated) by the first write (a poll, a subscribe) and not before: starting
+    the shell and reading create no file. An archive that exists is upgraded at start, as everywhere."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.lock = threading.Lock()
+        self.ready = store.exists()
+        if self.ready:
+            store.migrate()
+
+    def ensure(self) -> Store:
+        with self.lock:
+            if not self.ready:
+                self.store.migrate()
+                self.ready = True
+        return self.store
+
+    def empty(self) -> bool:
+        return not self.ready or self.store.count_items() == 0
+
+    def subscribed(self) -> bool:
+        return self.ready and self.store.get_subscription(SHELL_TEAM_ID, SHELL_CHANNEL_ID) is not None
+
+    def empty_note(self) -> str:
+        where = ""
+        if not self.ready and isinstance(self.store, SQLiteStore):
+            path = self.store.path
+            shown = path if path.is_absolute() or str(path).startswith(".") else f"./{path}"
+            where = f" (no database at {shown} yet)"
+        return (
+            f"The archive is empty{where}: type `poll` to fetch the feed's newest items (that creates it); "
+            "`mlresearch-bot backfill` brings in every past post."
+        )
 
 
 def run(
@@ -172,7 +245,10 @@ def run(
 ) -> int:
     """The read-reply loop until `exit`, `quit` or end of input. Returns the exit status."""
     store = open_store(settings.database_url)
-    store.migrate()
+    archive = Archive(store)
+    polling = settings.poll_interval > 0
+    if polling:
+        archive.ensure()  # the first background poll starts at once
     if summarizer is None and settings.summary_enabled:
         summarizer = Summarizer.from_settings(settings)
     services = Services(store=store, settings=settings, slack=None, summarizer=summarizer)
@@ -181,23 +257,29 @@ def run(
     client = http_client or feed.make_client()
     interactive = _isatty(stdin)
     console.write(BANNER)
+    if archive.empty():
+        console.write("The archive is empty: the first poll, starting now, fills it." if polling
+                      else archive.empty_note())
     poller: Poller | None = None
-    if settings.poll_interval > 0:
-        console.write(f"Polling {settings.feed_url} every {settings.poll_interval} s in the background.")
+    if polling:
+        shown = redact_url(settings.feed_url)
+        console.write(f"Polling {shown} every {settings.poll_interval} s in the background.")
 
         def report(result: PollResult) -> None:
             if result.error or result.new or result.baseline:
-                console.write(describe(result))
+                console.write(describe(result, archive.subscribed()))
 
         poller = Poller(
             store, client, settings.feed_url, settings.poll_interval, deliver=deliver, on_result=report
         )
         poller.start()
+    saved_log = _log_through(console) if interactive else None
     try:
         while True:
             if interactive:
                 console.prompt()
             raw = stdin.readline()
+            console.answered()
             if not raw:
                 break
             text = " ".join(raw.split())
@@ -207,11 +289,17 @@ def run(
             if bare in ("exit", "quit"):
                 break
             if bare == "poll":
-                console.write(_poll(store, client, settings.feed_url, deliver))
+                console.write(_poll(archive, client, settings.feed_url, deliver))
+                continue
+            word = split(text)[0]
+            if word in WRITES:
+                archive.ensure()
+            elif word in HANDLERS and word != "help" and not archive.ready:
+                console.write(archive.empty_note() + "\n")  # a read creates no file
                 continue
             invocation = Invocation(
                 text=text, team_id=SHELL_TEAM_ID, channel_id=SHELL_CHANNEL_ID, user_id=SHELL_USER_ID,
-                channel_name="shell",
+                channel_name=SHELL_CHANNEL_NAME,
             )
             console.write(render_reply(handle(invocation, services)))
             console.write("")
@@ -222,12 +310,25 @@ def run(
             poller.stop(timeout=5)
         if http_client is None:
             client.close()
+        if saved_log is not None:
+            logging.getLogger().handlers[:] = saved_log
     return 0
 
 
-def _poll(store: Store, client: httpx.Client, feed_url: str, deliver: ShellDeliverer) -> str:
+def _log_through(console: Console) -> list[logging.Handler]:
+    """Route the log through the console (the prompt owns the terminal's last line); returns the handlers to
+    restore."""
+    root = logging.getLogger()
+    saved = root.handlers[:]
+    formatter = next((h.formatter for h in saved if h.formatter is not None), None)
+    root.handlers[:] = [ConsoleLog(console, formatter)]
+    return saved
+
+
+def _poll(archive: Archive, client: httpx.Client, feed_url: str, deliver: ShellDeliverer) -> str:
     try:
-        return describe(poll_once(store, client, feed_url, deliver=deliver, lock_timeout=5))
+        result = poll_once(archive.ensure(), client, feed_url, deliver=deliver, lock_timeout=5)
+        return describe(result, archive.subscribed())
     except LockTimeout:
         return "[poll] a poll is already running; its news will print here"
     except StoreError as exc:

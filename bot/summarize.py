@@ -6,21 +6,21 @@
 Retrieval is the archive's own search (the best few items, by BM25). The extractive summary quotes whole
 sentences from those items' abstracts, chosen by how many topic words they hold: nothing is invented. With an
 OpenAI-compatible endpoint, the model sees only the retrieved items, numbered, and must cite them as [1], [2];
-a bullet citing a number that was not retrieved, or citing nothing, is dropped. Any error, an empty answer, or
-no answer within `timeout` seconds falls back to the extractive summary.
+a bullet citing a number that was not retrieved, or citing nothing, is dropped. Any error, an empty answer, an
+answer over 1 MiB, or no answer within `timeout` seconds falls back to the extractive summary.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import re
-import threading
 from dataclasses import dataclass
 from datetime import date
 from typing import TYPE_CHECKING, Any
 
 from bot.config import Settings
-from bot.feed import Item
+from bot.feed import Deadline, FeedError, Item, read_capped
 from bot.highlight import matching_words, words
 from bot.search import parse_query
 from bot.store import Store
@@ -36,6 +36,7 @@ MAX_BULLET_CHARS = 600
 MIN_SENTENCE_CHARS = 30
 RELEVANCE_FLOOR = 0.25  # keep items scoring at least this share of the best item's score
 TIMEOUT = 20.0
+MAX_RESPONSE_BYTES = 1024 * 1024  # a chat completion of 600 tokens is a few KB
 _FILLER = """a about an and any are as at be by can do does for from has have how i in into is it its me
 of on or our say says show shows tell than that the their there these this to was we what when where which who
 why with you your"""
@@ -228,41 +229,34 @@ class Summarizer:
         return bullets
 
     def _complete(self, messages: list[dict[str, str]]) -> str:
-        """One chat completion, given at most `timeout` seconds in all (the request runs on a daemon thread
-        so that a stalled endpoint cannot hold the caller past the deadline)."""
-        outcome: dict[str, Any] = {}
+        """One chat completion, read in the calling thread: `timeout` seconds in all (connecting, the headers
+        and the body, each wait given only the time left) and at most MAX_RESPONSE_BYTES of body, so a slow
+        or endless endpoint costs neither a thread nor memory."""
+        import httpx  # imported when a summary is first asked of a model, not when `serve` starts
 
-        def work() -> None:
-            try:
-                outcome["content"] = self._post(messages)
-            except Exception as exc:  # noqa: BLE001 - handed to the caller as a SummaryError
-                outcome["error"] = exc
+        deadline = Deadline(self.timeout, "the summary endpoint")
+        try:
+            if self.client is not None:
+                return self._post(self.client, messages, deadline)
+            with httpx.Client() as client:
+                return self._post(client, messages, deadline)
+        except FeedError as exc:  # from read_capped and Deadline: the size cap or the deadline
+            raise SummaryError(str(exc)) from None
+        except httpx.TimeoutException:
+            raise SummaryError(f"no answer within {self.timeout:g} s") from None
+        except (httpx.HTTPError, httpx.InvalidURL, httpx.StreamError) as exc:
+            raise SummaryError(f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}") from None
 
-        worker = threading.Thread(target=work, name="summarize", daemon=True)
-        worker.start()
-        worker.join(self.timeout)
-        if worker.is_alive():
-            raise SummaryError(f"no answer within {self.timeout:g} s")
-        if "error" in outcome:
-            error = outcome["error"]
-            raise SummaryError(f"{type(error).__name__}: {' '.join(str(error).split())[:200]}")
-        return str(outcome["content"])
-
-    def _post(self, messages: list[dict[str, str]]) -> str:
+    def _post(self, client: httpx.Client, messages: list[dict[str, str]], deadline: Deadline) -> str:
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         body = {"model": self.model, "messages": messages, "temperature": 0.2, "max_tokens": 600}
         url = f"{self.api_url}/chat/completions"
-        if self.client is not None:
-            response = self.client.post(url, json=body, headers=headers, timeout=self.timeout)
-        else:
-            import httpx  # imported when a summary is first asked of a model, not when `serve` starts
-
-            with httpx.Client(timeout=self.timeout) as client:
-                response = client.post(url, json=body, headers=headers)
-        if response.status_code != 200:
-            raise SummaryError(f"HTTP {response.status_code} from the summary endpoint")
+        with client.stream("POST", url, json=body, headers=headers, timeout=deadline.left()) as response:
+            if response.status_code != 200:
+                raise SummaryError(f"HTTP {response.status_code} from the summary endpoint")
+            raw = read_capped(response, MAX_RESPONSE_BYTES, deadline, "the summary endpoint")
         try:
-            content = response.json()["choices"][0]["message"]["content"]
+            content = json.loads(raw)["choices"][0]["message"]["content"]
         except (ValueError, KeyError, IndexError, TypeError):
             raise SummaryError("the summary endpoint's answer is not a chat completion") from None
         if not isinstance(content, str) or not content.strip():

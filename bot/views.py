@@ -3,7 +3,7 @@
 Every builder returns Block Kit as plain dicts, exactly as `slack_sdk.models.blocks` would serialize them;
 every text is `cut` to Slack's limit for its field before it gets there (the models' checks would only
 repeat that, on every reply). Feed text, model text and user input are escaped (`blocks.escape`,
-`highlight.inert`) before reaching mrkdwn.
+`highlight.inert`) before reaching mrkdwn, and every mrkdwn text object is `verbatim`.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ SHARE_VALUE_LIMIT = 2000
 _CHANNEL_ID = re.compile(r"[CG][A-Z0-9]{1,30}")
 _USER_ID = re.compile(r"[UW][A-Z0-9]{1,30}")
 _FORMATTING = re.compile(r"[*`]")
+SITE = "<https://machinelearning.apple.com|machinelearning.apple.com>"  # verbatim text links only explicitly
 
 Blocks = list[dict[str, Any]]
 
@@ -51,8 +52,13 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (  # (usage, what it does, an examp
 
 
 def _text(kind: str, text: str) -> dict[str, Any]:
-    # As slack_sdk serializes a text object: keys sorted, an empty text left out.
-    return {"text": text, "type": kind} if text else {"type": kind}
+    # As slack_sdk serializes a text object: keys sorted, an empty text left out. Every mrkdwn object is
+    # verbatim (as `blocks.md`): Slack shows it as written, never turning a bare `@here` or URL into a mention
+    # or a link; our own `<url|title>`, `<#C…>` and `<@U…>` still work.
+    obj: dict[str, Any] = {"text": text, "type": kind} if text else {"type": kind}
+    if kind == "mrkdwn":
+        obj["verbatim"] = True
+    return obj
 
 
 def section(text: str) -> dict[str, Any]:
@@ -136,7 +142,7 @@ def help_reply() -> tuple[str, Blocks]:
     blocks = [
         section(
             "*Apple Machine Learning Research, in Slack.* I keep an archive of every paper and update Apple "
-            "publishes at machinelearning.apple.com, post new ones in the channels that subscribe, and "
+            f"publishes at {SITE}, post new ones in the channels that subscribe, and "
             "search and summarize the archive for you. Replies are only visible to you unless you share them."
         ),
         section("\n".join(lines)),
@@ -263,10 +269,10 @@ def keywords_text(keywords: Sequence[str]) -> str:
 def home_view(store: Any, team_id: str) -> dict[str, Any]:
     """The App Home tab: latest items, this workspace's subscribed channels, feed health, how to use."""
     latest = store.latest(5)
-    subs = store.subscriptions(team_id)
+    subs = store.subscriptions(team_id) if team_id else []  # no workspace: no one's subscriptions
     blocks: list[dict[str, Any]] = [
         header("Apple Machine Learning Research"),
-        section("Every paper and update from machinelearning.apple.com, in Slack: search, summaries, and new "
+        section(f"Every paper and update from {SITE}, in Slack: search, summaries, and new "
                 "items posted in the channels that subscribe."),
         divider(),
         header("Latest"),
@@ -287,6 +293,8 @@ def home_view(store: Any, team_id: str) -> dict[str, Any]:
         if len(subs) > 40:
             lines.append(f"… and {len(subs) - 40} more")
         blocks.append(section("\n".join(lines)))
+    elif not team_id:
+        blocks.append(section("I can't tell which workspace this is, so no subscriptions are listed."))
     else:
         blocks.append(section(f"No channel here is subscribed yet. In a channel, type `{COMMAND} subscribe`"))
     blocks += [divider(), header("Feed health")]

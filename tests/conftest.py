@@ -8,6 +8,7 @@ server unreachable, the run stops with an error.
 
 from __future__ import annotations
 
+import logging
 import os
 import uuid
 from collections.abc import Iterator
@@ -21,6 +22,20 @@ from tests.fakes.slack_api import FakeSlack
 PG_URL = os.environ.get("TEST_DATABASE_URL", "").strip()
 NOT_RUN = "PostgreSQL half not run: TEST_DATABASE_URL is not set"
 BACKENDS = ["sqlite", "postgres"]
+
+
+@pytest.fixture(autouse=True)
+def _logging_as_it_was() -> Iterator[None]:
+    """A test that runs the CLI in-process (`bot.cli.main`) sets up logging as a command does: the root
+    logger's handlers and levels are put back afterwards, so a later test's `caplog` sees what it logs."""
+    root = logging.getLogger()
+    names = ("httpx", "httpcore", "slack_sdk", "slack_bolt", "waitress", "waitress.queue")
+    handlers, level = root.handlers[:], root.level
+    levels = {name: logging.getLogger(name).level for name in names}
+    yield
+    root.handlers[:], root.level = handlers, level
+    for name, old in levels.items():
+        logging.getLogger(name).setLevel(old)
 
 
 # --- the two store backends ------------------------------------------------------------------------------

@@ -78,7 +78,7 @@ def test_the_shell_is_its_own_channel_and_prints_new_items_through_the_ledger(tm
     first = io.StringIO()
     run(settings, io.StringIO("poll\nsubscribe diffusion flows\nquit\n"), first)
     assert "first poll: 10 item(s)" in first.getvalue()
-    assert "Subscribed #CSHELL" in first.getvalue()
+    assert "Subscribed #shell" in first.getvalue()
     store = SQLiteStore(tmp_path / "bot.db")
     sub = store.get_subscription(SHELL_TEAM_ID, SHELL_CHANNEL_ID)
     assert sub is not None and sub.keywords == ("diffusion", "flows")

@@ -118,8 +118,9 @@ def test_inert_neutralizes_formatting_and_markup() -> None:
 
 def test_blocks_are_what_slack_sdk_models_would_serialize() -> None:
     for text in ["", "plain", "*bold* <x> & y", "word " * 1000]:
-        assert views.section(text) == SectionBlock(text=MarkdownTextObject(text=cut(text, 3000))).to_dict()
-        context = ContextBlock(elements=[MarkdownTextObject(text=cut(text, 2000))])
+        section = SectionBlock(text=MarkdownTextObject(text=cut(text, 3000), verbatim=True))
+        assert views.section(text) == section.to_dict()
+        context = ContextBlock(elements=[MarkdownTextObject(text=cut(text, 2000), verbatim=True)])
         assert views.context(text) == context.to_dict()
         assert views.header(text) == HeaderBlock(text=PlainTextObject(text=cut(text, 150))).to_dict()
         button = ButtonElement(text=PlainTextObject(text="Share in channel"), action_id=views.SHARE_ACTION_ID,

@@ -4,15 +4,18 @@ is plain rows, identical on every backend (mixed into `Store`)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from bot.store.models import Delivery, Subscription, from_iso, iso, row_delivery, row_subscription, utcnow
 
 if TYPE_CHECKING:
     from bot.store.base import Conn
+
+# At most this many OAuth states are kept (each lives a few minutes): /slack/install cannot grow the table.
+OAUTH_STATE_CAP = 1_000
 
 
 class AccountsMixin:
@@ -66,7 +69,8 @@ class AccountsMixin:
             return _subscription(db, team_id, channel_id)
 
     def subscriptions(self, team_id: str | None = None) -> list[Subscription]:
-        where, params = ("WHERE team_id = ?", [team_id]) if team_id else ("", [])
+        # None: every workspace's; any string, even '', only that workspace's (never a fall-through to all)
+        where, params = ("WHERE team_id = ?", [team_id]) if team_id is not None else ("", [])
         sql = f"SELECT * FROM subscriptions {where} ORDER BY created_at, channel_id"
         with self.connect() as db:
             return [row_subscription(r) for r in db.rows(sql, params)]
@@ -147,13 +151,38 @@ class AccountsMixin:
             )
             return json.loads(row[0]) if row else None
 
+    def rewrite_installations(self, rewrite: Callable[[dict[str, Any]], dict[str, Any] | None]) -> int:
+        """Replace each installation's data with `rewrite(data)` (None leaves it), in one transaction, so no
+        concurrent save (a token refresh) is lost. Returns how many were rewritten."""
+        done = 0
+        with self._write() as db:
+            for row in db.rows("SELECT key, data FROM installations ORDER BY key"):
+                data = rewrite(json.loads(row["data"]))
+                if data is not None:
+                    db.execute("UPDATE installations SET data = ?, updated_at = ? WHERE key = ?",
+                               [json.dumps(data), iso(utcnow()), row["key"]])
+                    done += 1
+        return done
+
     def delete_installation(self, team_id: str | None, enterprise_id: str | None) -> None:
         with self._write() as db:
             db.execute("DELETE FROM installations WHERE key = ?", [_installation_key(team_id, enterprise_id)])
 
-    def issue_oauth_state(self, state: str, expires_at: datetime) -> None:
+    def issue_oauth_state(self, state: str, expires_at: datetime, *, cap: int = OAUTH_STATE_CAP,
+                          now: datetime | None = None) -> None:
+        """Keep a new OAuth state until `expires_at`. Expired states are deleted first, and when `cap` live
+        states are kept the oldest go, so the table never holds more than `cap` rows."""
         with self._write() as db:
-            db.execute("INSERT INTO oauth_states (state, expires_at) VALUES (?, ?)", [state, iso(expires_at)])
+            db.execute("DELETE FROM oauth_states WHERE expires_at <= ?", [_fine(now or utcnow())])
+            excess = int(db.one("SELECT count(*) FROM oauth_states")[0]) - (max(cap, 1) - 1)
+            if excess > 0:
+                db.execute(
+                    "DELETE FROM oauth_states WHERE state IN "
+                    "(SELECT state FROM oauth_states ORDER BY expires_at, state LIMIT ?)",
+                    [excess],
+                )
+            db.execute("INSERT INTO oauth_states (state, expires_at) VALUES (?, ?)",
+                       [state, _fine(expires_at)])
 
     def consume_oauth_state(self, state: str, now: datetime | None = None) -> bool:
         """True once for a state issued and not expired; the state is deleted either way."""
@@ -217,6 +246,12 @@ class AccountsMixin:
                     "UPDATE deliveries SET state = ?, error = ?, updated_at = ? WHERE id = ?",
                     [state, (error or "")[:500], iso(utcnow()), delivery_id],
                 )
+
+
+def _fine(moment: datetime) -> str:
+    """An OAuth state's expiry as fixed-width ISO-8601 with microseconds: compared and ordered as text, so the
+    oldest of states issued within one second is known."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _installation_key(team_id: str | None, enterprise_id: str | None) -> str:

@@ -61,6 +61,11 @@ ITEM_COLUMNS = (
 MIN_STEM_CHARS = 4
 
 
+def one_line(exc: BaseException) -> str:
+    """An exception's message on one line (a database's messages may span several)."""
+    return " ".join(str(exc).split())[:500]
+
+
 @lru_cache(maxsize=512)
 def _pyformat(sql: str) -> str:
     return sql.replace("%", "%%").replace("?", "%s")
@@ -153,6 +158,15 @@ class Store(AccountsMixin):
     def _release(self, db: Conn, reusable: bool) -> None:
         db.raw.close()
 
+    def _usable(self, db: Conn) -> bool:
+        """Whether an open connection kept for later (a session's) can still be used."""
+        return True
+
+    def _failure(self, db: Conn, exc: Exception) -> StoreError:
+        """The StoreError for a database error in a unit of work on `db`, as one line (a backend also drops
+        connections a lost server has ended)."""
+        return StoreError(f"{self.describe()}: {one_line(exc)}")
+
     def _begin(self, db: Conn) -> None:
         """Start a write transaction, waiting for any other writer to finish."""
         raise NotImplementedError
@@ -182,12 +196,15 @@ class Store(AccountsMixin):
         pin = self._pin
         if pin is not None:
             with pin.lock:  # the session's database exists, so a read-only unit of work may share it
+                if pin.conn is not None and not self._usable(pin.conn):
+                    self._release(pin.conn, False)  # ended by the server: the session goes on with a new one
+                    pin.conn = None
                 if pin.conn is None:
                     pin.conn = self._open(False)
                 try:
                     yield pin.conn
                 except self._errors as exc:
-                    raise StoreError(f"{self.describe()}: {exc}") from exc
+                    raise self._failure(pin.conn, exc) from exc
             return
         db = self._open(readonly)
         reusable = False
@@ -195,7 +212,7 @@ class Store(AccountsMixin):
             yield db
             reusable = True
         except self._errors as exc:
-            raise StoreError(f"{self.describe()}: {exc}") from exc
+            raise self._failure(db, exc) from exc
         finally:
             self._release(db, reusable)
 

@@ -12,12 +12,18 @@ Processes: writers take turns (each write transaction begins with a transaction-
 SQLite's BEGIN IMMEDIATE), and the poll lock is a session advisory lock held on a connection of its own:
 exactly one process polls and delivers, and the server releases the lock when that process dies. Lock keys
 include current_schema(), so deployments in separate schemas of one database never contend. A few idle
-connections are kept for reuse.
+connections are kept for reuse. One the server has ended (a restart, a terminated backend, a failover) is
+found before it is used (something waits on its idle socket) and dropped, with every other dead one, in one
+log line, `event=db_connection_lost`; the unit of work goes on with a new connection. A connection that breaks
+in the middle of a unit of work is a one-line StoreError and is not retried (a write's COMMIT may or may not
+have reached the server); the idle ones are dropped and the next unit of work reconnects.
 """
 
 from __future__ import annotations
 
+import logging
 import re
+import selectors
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -28,7 +34,7 @@ from typing import Any
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from bot.store.base import ITEM_COLUMNS, Conn, Store
+from bot.store.base import ITEM_COLUMNS, Conn, Store, one_line
 from bot.store.merge import backfill_authors_text
 from bot.store.models import (
     LockTimeout,
@@ -40,6 +46,8 @@ from bot.store.models import (
     row_item,
     utcnow,
 )
+
+log = logging.getLogger("bot.store")
 
 MIGRATION_SET = "mlresearch"
 # ts_rank weights for {D, C, B, A}: authors (C) 0.1, summary (B) 0.2, title (A) 1.0.
@@ -148,6 +156,20 @@ PG_MIGRATIONS = (
 )
 
 
+def _alive(conn: psycopg.Connection[Any]) -> bool:
+    """Whether an idle connection can still be used: open, outside a transaction, and with nothing waiting
+    on its socket (an idle connection is sent nothing, but the server's notice that it ended the session, or
+    the end of the stream, is waiting there once it has). Costs no round trip."""
+    if conn.closed or conn.broken or conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        return False
+    try:
+        with selectors.DefaultSelector() as waiting:
+            waiting.register(conn.fileno(), selectors.EVENT_READ)
+            return not waiting.select(0)
+    except (OSError, ValueError, psycopg.Error):
+        return False
+
+
 # --- the store -----------------------------------------------------------------------------------------
 
 
@@ -192,12 +214,40 @@ class PostgresStore(Store):
             conn.execute("SET default_transaction_read_only = on")
             return Conn(conn, pyformat=True, readonly=True)
         with self._idle_lock:
-            while self._idle:
-                idle = self._idle.pop()
-                if not idle.closed and idle.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
-                    return Conn(idle, pyformat=True)
-                idle.close()
-        return Conn(self._connect(), pyformat=True)
+            idle = self._idle.pop() if self._idle else None
+            dead: list[psycopg.Connection[Any]] = []
+            if idle is not None and not _alive(idle):
+                # The server ended it (a restart, a terminated backend, a failover): it most likely ended the
+                # others too. Every dead one is dropped now, before any statement runs, and the unit of work
+                # goes on with a live or a new connection.
+                dead = [idle, *(c for c in self._idle if not _alive(c))]
+                self._idle = [c for c in self._idle if all(c is not d for d in dead)]
+                idle = self._idle.pop() if self._idle else None
+        for conn in dead:
+            conn.close()
+        if dead:
+            log.warning("event=db_connection_lost database=%r dropped=%d detail=\"connections ended by the "
+                        "server were dropped; reconnecting\"", self.describe(), len(dead))
+        return Conn(idle if idle is not None else self._connect(), pyformat=True)
+
+    def _usable(self, db: Conn) -> bool:
+        if db.raw.closed or db.raw.broken:
+            return False  # broken during a unit of work: _failure said so
+        alive = _alive(db.raw)
+        if not alive:
+            log.warning("event=db_connection_lost database=%r detail=\"the session's connection was ended by "
+                        "the server; reconnecting\"", self.describe())
+        return alive
+
+    def _failure(self, db: Conn, exc: Exception) -> StoreError:
+        if not (db.raw.closed or db.raw.broken):
+            return super()._failure(db, exc)
+        # The connection broke in the middle of a unit of work. It is not repeated: a write's COMMIT may
+        # have reached the server or not. The idle ones are dropped too; the next unit of work reconnects.
+        self.close()
+        log.warning("event=db_connection_lost database=%r detail=\"the connection broke during a unit of "
+                    "work; the next one reconnects\"", self.describe())
+        return StoreError(f"lost the connection to the {self.describe()}: {one_line(exc)}")
 
     def _release(self, db: Conn, reusable: bool) -> None:
         conn = db.raw

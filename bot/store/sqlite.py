@@ -1,4 +1,5 @@
 """The SQLite backend: one file (plus its WAL), sqlite-utils migrations, FTS5 search, a flock poll lock.
+A new database file (and its WAL and lock files) is created readable by its owner only (0o600).
 
 items_fts is an FTS5 index over items (title, summary, authors_text; porter stemming; prefix indexes),
 kept current by triggers. The embedded default: no server, one host.
@@ -14,7 +15,7 @@ import re
 import sqlite3
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import replace
 from functools import cache
 from pathlib import Path
@@ -229,6 +230,7 @@ class SQLiteStore(Store):
             else:
                 if self.path.parent and not self.path.parent.exists():
                     self.path.parent.mkdir(parents=True, exist_ok=True)
+                _create_private(self.path)
                 conn = sqlite3.connect(
                     str(self.path), timeout=30, isolation_level=None, check_same_thread=False
                 )
@@ -313,7 +315,7 @@ class SQLiteStore(Store):
     @contextmanager
     def _flock(self, path: Path, timeout: float) -> Iterator[None]:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             deadline = time.monotonic() + timeout
             while True:
@@ -375,6 +377,15 @@ class SQLiteStore(Store):
             f"ORDER BY {'rank, ' if phrases else ''}items.published DESC, items.pk DESC LIMIT :limit"
         )
         return [SearchHit(row_item(r), round(-float(r["rank"]), 6)) for r in _rows(db, sql, params)]
+
+
+def _create_private(path: Path) -> None:
+    """Create the database file readable and writable by its owner only (0o600) if it does not exist yet;
+    SQLite gives its -wal and -shm files the same mode. An existing file is left as it is."""
+    if path.exists():
+        return
+    with suppress(FileExistsError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
 
 
 def _rows(db: Conn, sql: str, params: dict[str, Any] | Sequence[Any]) -> list[dict[str, Any]]:

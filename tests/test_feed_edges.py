@@ -1,0 +1,191 @@
+"""Feed fetching at the network edge: one deadline over redirects and body, redirects from a public host to a
+local address refused, and FEED_URL secrets redacted wherever the URL is shown (issue 11)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from bot import feed, views
+from bot.commands import Invocation, Services, handle
+from bot.config import Settings, redact_url
+from bot.feed import FeedError, Fetched, fetch
+from bot.poller import poll_once
+from bot.store import SQLiteStore, Store
+from tests.fakes.feed_server import FeedServer, Reply
+
+RSS = (Path(__file__).parent / "data" / "apple_ml_rss.xml").read_bytes()
+PUBLIC = "17.253.144.10"  # a global address: what a "public" name resolves to in these tests
+
+
+@pytest.fixture
+def client() -> Iterator[httpx.Client]:
+    with feed.make_client(total_timeout=5.0, connect_timeout=2.0) as c:
+        yield c
+
+
+def resolver(names: dict[str, str]) -> feed.Resolver:
+    """A resolver that knows `names` (name -> address) and nothing else."""
+
+    def resolve(host: str) -> Iterable[str]:
+        return [names[host]] if host in names else []
+
+    return resolve
+
+
+def localhost(server: FeedServer) -> str:
+    return f"http://localhost:{server.port}"
+
+
+# --- redirects: public -> local is refused ----------------------------------------------------------------
+
+
+def test_a_redirect_from_a_public_host_to_loopback_is_refused(feed_server: FeedServer, client) -> None:
+    feed_server.feed("/rss.xml", RSS)
+    feed_server.route("/old", Reply(status=302, headers={"Location": feed_server.url("/rss.xml")}))
+    url = f"http://localhost:{feed_server.port}/old"  # "localhost" is declared public below
+    with pytest.raises(FeedError) as err:
+        fetch(client, url, resolve=resolver({"localhost": PUBLIC}))
+    assert err.value.kind == "network"
+    assert "127.0.0.1" in str(err.value) and "not a public address" in str(err.value)
+    assert not feed_server.requests_to("/rss.xml")
+
+
+def test_a_redirect_from_a_public_host_to_a_private_name_is_refused_before_connecting(
+    feed_server: FeedServer, client
+) -> None:
+    feed_server.route("/old", Reply(status=301, headers={"Location": "http://intranet.test/rss.xml?key=s3"}))
+    names = {"localhost": PUBLIC, "intranet.test": "10.1.2.3"}
+    with pytest.raises(FeedError) as err:
+        fetch(client, f"http://localhost:{feed_server.port}/old", resolve=resolver(names))
+    assert err.value.kind == "network" and "intranet.test" in str(err.value)
+    assert "s3" not in str(err.value)
+
+
+@pytest.mark.parametrize("address", ["169.254.169.254", "192.168.1.1", "::1", "fe80::1", "::ffff:127.0.0.1"])
+def test_local_private_and_link_local_addresses_are_not_public(address: str) -> None:
+    assert not feed.is_public_host(address)
+    assert not feed.is_public_host("name.test", resolver({"name.test": address}))
+    assert feed.is_public_host("name.test", resolver({"name.test": PUBLIC}))
+    assert not feed.is_public_host("unknown.test", resolver({}))
+
+
+def test_a_public_host_may_redirect_to_a_public_host(feed_server: FeedServer, client) -> None:
+    feed_server.feed("/rss.xml", RSS)
+    feed_server.route("/old", Reply(status=302, headers={"Location": f"{localhost(feed_server)}/rss.xml"}))
+    answer = fetch(client, f"{localhost(feed_server)}/old", resolve=resolver({"localhost": PUBLIC}))
+    assert isinstance(answer, Fetched) and answer.content == RSS
+
+
+def test_a_local_feed_url_may_redirect_to_another_local_host(feed_server: FeedServer, client) -> None:
+    feed_server.feed("/rss.xml", RSS)
+    feed_server.route("/old", Reply(status=302, headers={"Location": f"{localhost(feed_server)}/rss.xml"}))
+    answer = fetch(client, feed_server.url("/old"))  # 127.0.0.1: local, as in tests and a private mirror
+    assert isinstance(answer, Fetched) and answer.content == RSS
+
+
+# --- one deadline ------------------------------------------------------------------------------------------
+
+
+def test_the_total_deadline_covers_every_redirect(feed_server: FeedServer, client) -> None:
+    feed_server.feed("/rss.xml", RSS)
+    for hop in range(4):  # four slow redirects, each well within a per-request timeout of 1.5 s
+        there = f"/hop{hop + 1}" if hop < 3 else "/rss.xml"
+        feed_server.route(f"/hop{hop}", Reply(status=302, headers={"Location": there}, delay=1.0))
+    started = time.monotonic()
+    with pytest.raises(FeedError) as err:
+        fetch(client, feed_server.url("/hop0"), total_timeout=1.5)
+    assert err.value.kind == "timeout"
+    asked = [r.path for r in feed_server.requests]
+    assert len(asked) <= 2 and "/rss.xml" not in asked  # the budget ran out on the second hop
+    assert time.monotonic() - started < 6
+
+
+def test_the_body_gets_only_the_time_left_after_slow_headers(feed_server: FeedServer, client) -> None:
+    # Headers after 2 s of a 2.5 s budget, then a chunk every 2.5 s: each read must wait only what is left.
+    reply = Reply(body=RSS, endless=True, chunk_size=100, delay=2.0, chunk_delay=2.5)
+    url = feed_server.route("/late", reply)
+    started = time.monotonic()
+    with pytest.raises(FeedError) as err:
+        fetch(client, url, total_timeout=2.5)
+    assert err.value.kind == "timeout"
+    assert time.monotonic() - started < 4.0  # a full read timeout after the headers would end at 4.5 s
+
+
+# --- redaction ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("https://user:pa55@feeds.example/rss.xml?token=abc#x", "https://***@feeds.example/rss.xml?***#x"),
+        ("https://token@feeds.example:8443/rss", "https://***@feeds.example:8443/rss"),
+        ("https://machinelearning.apple.com/rss.xml", "https://machinelearning.apple.com/rss.xml"),
+        ("tests/data/apple_ml_rss.xml", "tests/data/apple_ml_rss.xml"),
+        ("/srv/feeds/a?b.xml", "/srv/feeds/a?b.xml"),
+        ("file:///srv/feed.xml", "file:///srv/feed.xml"),
+    ],
+)
+def test_redact_url(url: str, shown: str) -> None:
+    assert redact_url(url) == shown
+
+
+def secret_url(server: FeedServer, path: str) -> str:
+    return f"http://reader:pa55word@127.0.0.1:{server.port}{path}?token=t0ken"
+
+
+def assert_redacted(text: str) -> None:
+    assert "pa55word" not in text and "t0ken" not in text and "reader" not in text
+    assert "***@127.0.0.1" in text
+
+
+def test_feed_errors_never_show_the_password_or_the_query(feed_server: FeedServer, client) -> None:
+    feed_server.route("/gone?token=t0ken", Reply(status=410, body=b"no", content_type="text/plain"))
+    feed_server.route("/slow?token=t0ken", Reply(body=RSS, delay=5))
+    feed_server.route("/huge?token=t0ken", Reply(body=RSS, endless=True))
+    cases = [("/gone", "http", {}), ("/slow", "timeout", {"total_timeout": 0.5}),
+             ("/huge", "too_large", {"max_bytes": 10_000})]
+    for path, kind, kwargs in cases:
+        with pytest.raises(FeedError) as err:
+            fetch(client, secret_url(feed_server, path), **kwargs)
+        assert err.value.kind == kind
+        assert_redacted(str(err.value))
+
+
+def test_status_and_the_poll_log_never_show_the_password_or_the_query(
+    feed_server: FeedServer, client, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    feed_server.route("/rss.xml?token=t0ken", Reply(status=503, body=b"down", content_type="text/plain"))
+    store: Store = SQLiteStore(tmp_path / "bot.db")
+    store.migrate()
+    with caplog.at_level(logging.INFO):
+        result = poll_once(store, client, secret_url(feed_server, "/rss.xml"))
+    assert result.error is not None
+    assert_redacted(result.error)
+    assert_redacted(" ".join(r.getMessage() for r in caplog.records if "feed_error" in r.getMessage()))
+    reply = handle(Invocation("status", "T1", "C1", "U1"), Services(store=store, settings=Settings()))
+    shown = reply.text + json.dumps(reply.blocks)
+    assert "Errors:" in shown and "503" in shown
+    assert_redacted(shown)
+    assert_redacted("\n".join(views.feed_lines(store.latest_feed_state(), 0, None)))
+
+
+# --- feed markup -------------------------------------------------------------------------------------------
+
+
+def test_a_description_with_a_broken_marked_section_is_text_not_a_crash() -> None:
+    assert feed.html_to_text("<p>Before <![ broken</p><p>after</p>") == "Before <![ broken\n\nafter"
+
+
+def test_unterminated_markup_is_stripped_in_linear_time() -> None:
+    started = time.monotonic()
+    for unit in ("<!--", "<p", "<![CDATA[", "<a b='"):
+        text = feed.html_to_text("ok " + unit * (400_000 // len(unit)))
+        assert text.startswith("ok")
+    assert time.monotonic() - started < 20  # quadratic in Python 3.11's html.parser: minutes
