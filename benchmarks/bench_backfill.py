@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 from bot import research_index as ri  # noqa: E402
 from bot.feed import make_client  # noqa: E402
-from bot.search import search  # noqa: E402
+from bot.search.query import search  # noqa: E402
 from bot.store import SQLiteStore, Store  # noqa: E402
 from tests.fakes.feed_server import FeedServer, Reply  # noqa: E402
 from tests.fakes.research_index import _WORDS, index_page, synthetic_posts  # noqa: E402

@@ -31,8 +31,9 @@ import feedparser
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bot import feed, poller, search  # noqa: E402
+from bot import feed, poller  # noqa: E402
 from bot.feed import Item  # noqa: E402
+from bot.search import query as search  # noqa: E402
 from bot.store import SQLiteStore  # noqa: E402
 from tests.fakes.feed_server import FeedServer, Reply  # noqa: E402
 

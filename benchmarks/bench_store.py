@@ -25,8 +25,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.bench_ingest import QUERIES, pct, synthetic, timings  # noqa: E402
-from bot import search  # noqa: E402
 from bot.feed import Item  # noqa: E402
+from bot.search import query as search  # noqa: E402
 from bot.store import SQLiteStore, Store, open_store  # noqa: E402
 
 BATCH = 5_000

@@ -16,7 +16,7 @@ from typing import Any, NoReturn
 from bot import __version__
 from bot.config import ConfigError, Settings, load_environment, redact_url
 from bot.feed import FeedError
-from bot.search import SearchError
+from bot.search.query import SearchError
 from bot.store import StoreError
 
 log = logging.getLogger("bot")
@@ -334,7 +334,7 @@ def _nothing_found(store: Any, message: str) -> str:
 
 
 def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
-    from bot.search import search
+    from bot.search.query import search
 
     store = open_archive(settings)
     query = " ".join(args.query)

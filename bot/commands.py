@@ -22,9 +22,9 @@ from slack_sdk.errors import SlackApiError
 from bot import views
 from bot.blocks import escape
 from bot.config import Settings
-from bot.highlight import matcher_for_text
-from bot.match import split_keywords
-from bot.search import SearchError, parse_query
+from bot.search.highlight import matcher_for_text
+from bot.search.match import split_keywords
+from bot.search.query import SearchError, parse_query
 from bot.store import Store, StoreError
 from bot.views import SHARE_ACTION_ID, Blocks
 

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from bot.config import Settings
 from bot.feed import Deadline, FeedError, Item, read_capped
-from bot.highlight import matching_words, words
-from bot.search import parse_query
+from bot.search.highlight import matching_words, words
+from bot.search.query import parse_query
 from bot.store import Store
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from bot.blocks import KIND_LABEL, cut, day, escape, format_authors, snippet, title_link
-from bot.highlight import WordMatcher, highlighted_snippet
+from bot.search.highlight import WordMatcher, highlighted_snippet
 from bot.store import FeedState, SearchHit, Subscription, utcnow
 
 if TYPE_CHECKING:

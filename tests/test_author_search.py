@@ -8,7 +8,7 @@ import pytest
 
 from bot.blocks import format_authors
 from bot.feed import Item
-from bot.search import SearchError, parse_query, search
+from bot.search.query import SearchError, parse_query, search
 from bot.store import Store, open_store
 
 

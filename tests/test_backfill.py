@@ -296,7 +296,7 @@ def test_migration_indexes_authors_of_an_existing_archive(tmp_path: Path) -> Non
     db.close()
     store = SQLiteStore(path)
     store.migrate()
-    from bot.search import search
+    from bot.search.query import search
 
     assert [h.item.title for h in search(store, "hopper")] == ["A title"]
     assert [h.item.title for h in search(store, 'author:"Alan Turing"')] == ["A title"]
@@ -423,7 +423,7 @@ def test_cli_search_shows_authors_shortened(
 def test_a_large_backfill_leaves_the_archive_searchable(store: Store) -> None:
     """A merge of BULK_MERGE or more posts ends by tidying the search index (FTS5 optimize; ANALYZE on
     PostgreSQL) inside its transaction: every post is found afterwards, by words and by author."""
-    from bot import search as search_module
+    from bot.search import query as search_module
     from bot.store.base import BULK_MERGE
     from tests.fakes.research_index import synthetic_posts
 

@@ -10,7 +10,7 @@ import pytest
 
 import bot.store.sqlite as sqlite_module
 from bot.feed import Item
-from bot.search import search
+from bot.search.query import search
 from bot.store import SQLiteStore
 from bot.store.scores import Held, PhraseScores, candidate_sums
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bot.feed import Item, Validators, parse
-from bot.search import MAX_QUERY_CHARS, SearchError, parse_query, search
+from bot.search.query import MAX_QUERY_CHARS, SearchError, parse_query, search
 from bot.store import SQLiteStore
 
 DATA = Path(__file__).parent / "data"

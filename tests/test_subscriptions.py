@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bot.feed import Validators, parse
-from bot.match import matched_keywords, split_keywords
+from bot.search.match import matched_keywords, split_keywords
 from bot.store import Store
 
 DATA = Path(__file__).parent / "data"

@@ -22,9 +22,10 @@ from slack_sdk.models.blocks import (
     SectionBlock,
 )
 
-from bot import highlight, views
+from bot import views
 from bot.blocks import cut, escape
-from bot.highlight import highlighted_snippet, inert, matcher_for_text, matching_words, word_matcher
+from bot.search import highlight
+from bot.search.highlight import highlighted_snippet, inert, matcher_for_text, matching_words, word_matcher
 from bot.store import SQLiteStore, utcnow
 from tests.fakes.archive import filled_store, make_item
 

@@ -24,7 +24,7 @@ from functools import lru_cache
 from typing import Any, ClassVar
 
 from bot.feed import Item, Validators
-from bot.match import matched_keywords
+from bot.search.match import matched_keywords
 from bot.store.accounts import AccountsMixin
 from bot.store.merge import Batch, Known, enrichment, marks
 from bot.store.models import (

@@ -1,0 +1,38 @@
+"""The one analysis of text that search, subscription keywords and highlighting share: words split on anything
+that is not a letter or digit, lower-cased, English-stemmed (tantivy's Snowball stemmer). The index registers
+the same analyzer under ANALYZER_NAME, so "the words a search matched" means the same everywhere.
+
+    terms("Image Captioning with Diffusion") -> ["imag", "caption", "with", "diffus"]
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import tantivy
+
+ANALYZER_NAME = "mlr_en"
+
+
+def analyzer() -> tantivy.TextAnalyzer:
+    """A fresh analyzer (to register on an index, or to analyze text)."""
+    return (
+        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+        .filter(tantivy.Filter.remove_long(100))
+        .filter(tantivy.Filter.lowercase())
+        .filter(tantivy.Filter.stemmer("english"))
+        .build()
+    )
+
+
+_ANALYZER = analyzer()
+
+
+@lru_cache(maxsize=4096)
+def _terms(text: str) -> tuple[str, ...]:
+    return tuple(_ANALYZER.analyze(text))
+
+
+def terms(text: str) -> list[str]:
+    """The indexed terms of `text`, in order (repeats kept)."""
+    return list(_terms(text))
