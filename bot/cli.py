@@ -212,13 +212,14 @@ def cmd_poll(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _poll(settings: Settings, args: argparse.Namespace) -> int:
-    from bot import feed, poller, research_index
+    from bot.pipeline import Pipeline
     from bot.store import open_store as store_at
 
-    with feed.make_client() as client:
+    # A dry run reads the store as it is (not created, not migrated); a poll migrates it first.
+    store = store_at(settings.database_url) if args.dry_run else open_store(settings)
+    with Pipeline.from_settings(settings, store) as pipeline:
         if args.dry_run:
-            store = store_at(settings.database_url)  # read only: not created, not migrated
-            new, baseline, fetched = poller.preview(store, client, settings.feed_url)
+            new, baseline, fetched = pipeline.preview()
             if args.json:
                 _out(
                     json.dumps(
@@ -241,10 +242,7 @@ def _poll(settings: Settings, args: argparse.Namespace) -> int:
                 for item in new:
                     _out(f"  {item.published:%Y-%m-%d}  {item.title}\n              {item.link}")
             return EXIT_OK
-        store = open_store(settings)
-        deliver = _deliverer(settings, store)
-        enrich = research_index.enricher(research_index.index_url_for(settings.feed_url))
-        result = poller.poll_once(store, client, settings.feed_url, deliver=deliver, enrich=enrich)
+        result = pipeline.poll_once()
     if args.json:
         error = {"error": result.error} if result.error else {}
         _out(json.dumps({**result.as_json(), **error}, ensure_ascii=False))
@@ -297,16 +295,6 @@ def cmd_backfill(settings: Settings, args: argparse.Namespace) -> int:
     else:
         _out(f"{result.found} posts in the index: {result.added} added, {result.enriched} enriched")
     return EXIT_OK
-
-
-def _deliverer(settings: Settings, store: Any) -> Any:
-    """The delivery step for `poll`, or None when there is no Slack token (items still queue). In OAuth mode
-    each workspace is posted to with its own installation's token, read from `store`."""
-    try:
-        from bot import deliver
-    except ImportError:
-        return None
-    return deliver.from_settings(settings, store)
 
 
 def open_archive(settings: Settings) -> Any:

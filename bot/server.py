@@ -201,34 +201,18 @@ def create_http_server(wsgi: WsgiApp, port: int, host: str = "0.0.0.0") -> Any:
 
 
 def start_poller(settings: Settings, store: Store) -> Poller | None:
-    """The in-process poller (every POLL_INTERVAL seconds, with jitter), or None when POLL_INTERVAL=0."""
-    from bot import feed, research_index
-    from bot.poller import Poller
+    """The in-process poller (every POLL_INTERVAL seconds, with jitter) over the one poll pipeline, or None
+    when POLL_INTERVAL=0. First run: a sparse archive is filled from the research index in the background now,
+    and retried after each poll until one backfill succeeds (it does nothing after that)."""
+    from bot.pipeline import Pipeline
 
-    client = feed.make_client()
-    index_url = research_index.index_url_for(settings.feed_url)
-
-    running = threading.Lock()
-
-    def backfill_if_sparse(_result: object = None) -> None:
-        # First run: fill a sparse archive from the research index, in the background; a failure is logged
-        # and retried after the next poll (it does nothing once one backfill has succeeded). One at a time:
-        # a poll that ends while the startup backfill still runs leaves it alone.
-        if index_url is None or not running.acquire(blocking=False):
-            return
-        try:
-            research_index.backfill_if_sparse(store, client, index_url)
-        finally:
-            running.release()
-
-    threading.Thread(target=backfill_if_sparse, name="backfill", daemon=True).start()
+    pipeline = Pipeline.from_settings(settings, store)
+    threading.Thread(target=pipeline.backfill_if_sparse, name="backfill", daemon=True).start()
     if settings.poll_interval == 0:
         log.info("event=poller_disabled reason=POLL_INTERVAL=0")
         return None
-    enrich = research_index.enricher(index_url)  # as `poll` does
-    poller = Poller(store, client, settings.feed_url, settings.poll_interval,
-                    deliver=_deliverer(settings, store), enrich=enrich, on_result=backfill_if_sparse)
-    poller.start()
+    pipeline.after.append(pipeline.backfill_if_sparse)
+    poller = pipeline.start(settings.poll_interval)
     log.info("event=poller_started interval=%d", settings.poll_interval)
     return poller
 
@@ -244,22 +228,16 @@ def _start_poller_into(
         log.exception("event=poller_failed_to_start")
 
 
-def _deliverer(settings: Settings, store: Store) -> Any:
-    try:
-        from bot import deliver
-    except ImportError:  # delivery not built: items queue in the ledger
-        return None
-    return deliver.from_settings(settings, store)
-
-
 def serve(settings: Settings) -> int:
     """Run until SIGTERM/SIGINT; 0 on a clean stop. Raises ServeError when it cannot start."""
-    from bot.app import LAZY_WORKERS, build_app
+    from bot.app import LAZY_WORKERS, build_app, make_services, web_client
 
     store = open_store(settings.database_url)
     store.migrate()
     executor = ThreadPoolExecutor(max_workers=LAZY_WORKERS, thread_name_prefix="lazy")
-    app = build_app(settings, store, executor=executor)
+    client = web_client(settings)
+    services = make_services(settings, store, client)  # its search index is built once the server listens
+    app = build_app(settings, store, client=client, executor=executor, services=services)
     socket_mode = settings.slack_app_token is not None
     from slack_bolt.adapter.wsgi import SlackRequestHandler
 

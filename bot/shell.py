@@ -2,7 +2,8 @@
 
 Type `/mlresearch search captioning` (or just `search captioning`); the reply prints as readable text. The
 shell is a channel of its own, #shell: `/mlresearch subscribe` there, and new items print as they would post,
-through the store's delivery ledger (claim -> print -> mark_sent). Poll cycles run in the background every
+through the store's delivery ledger (claim -> print -> mark_sent). Poll cycles (`bot.pipeline`, as `poll` and
+`serve` run them: new items are enriched from the research index too) run in the background every
 POLL_INTERVAL seconds; with POLL_INTERVAL=0 only when you type `poll`. `exit`, `quit` or end of input ends the
 shell. No Slack credentials are needed.
 
@@ -22,12 +23,12 @@ from typing import Any, TextIO
 
 import httpx
 
-from bot import feed
 from bot.blocks import item_message
 from bot.commands import HANDLERS, Invocation, Reply, Services, handle, split
 from bot.config import Settings, redact_url
 from bot.deliver import LOCAL_TEAM_ID as SHELL_TEAM_ID
-from bot.poller import DeliveryReport, Poller, PollResult, poll_once
+from bot.pipeline import Pipeline
+from bot.poller import DeliveryReport, Poller, PollResult
 from bot.store import LockTimeout, SQLiteStore, Store, StoreError, open_store, utcnow
 from bot.summarize import Summarizer
 
@@ -253,8 +254,8 @@ def run(
         summarizer = Summarizer.from_settings(settings)
     services = Services(store=store, settings=settings, slack=None, summarizer=summarizer)
     console = Console(stdout)
-    deliver = ShellDeliverer(console)
-    client = http_client or feed.make_client()
+    # The poll pipeline of `poll` and `serve` (enrichment included), delivering by printing here.
+    pipeline = Pipeline.from_settings(settings, store, deliver=ShellDeliverer(console), client=http_client)
     interactive = _isatty(stdin)
     console.write(BANNER)
     if archive.empty():
@@ -269,10 +270,7 @@ def run(
             if result.error or result.new or result.baseline:
                 console.write(describe(result, archive.subscribed()))
 
-        poller = Poller(
-            store, client, settings.feed_url, settings.poll_interval, deliver=deliver, on_result=report
-        )
-        poller.start()
+        poller = pipeline.start(settings.poll_interval, on_result=report)
     saved_log = _log_through(console) if interactive else None
     try:
         while True:
@@ -289,7 +287,7 @@ def run(
             if bare in ("exit", "quit"):
                 break
             if bare == "poll":
-                console.write(_poll(archive, client, settings.feed_url, deliver))
+                console.write(_poll(archive, pipeline))
                 continue
             word = split(text)[0]
             if word in WRITES:
@@ -308,8 +306,7 @@ def run(
     finally:
         if poller is not None:
             poller.stop(timeout=5)
-        if http_client is None:
-            client.close()
+        pipeline.close()  # the HTTP client, unless it was given
         if saved_log is not None:
             logging.getLogger().handlers[:] = saved_log
     return 0
@@ -325,9 +322,10 @@ def _log_through(console: Console) -> list[logging.Handler]:
     return saved
 
 
-def _poll(archive: Archive, client: httpx.Client, feed_url: str, deliver: ShellDeliverer) -> str:
+def _poll(archive: Archive, pipeline: Pipeline) -> str:
     try:
-        result = poll_once(archive.ensure(), client, feed_url, deliver=deliver, lock_timeout=5)
+        archive.ensure()
+        result = pipeline.poll_once(lock_timeout=5)
         return describe(result, archive.subscribed())
     except LockTimeout:
         return "[poll] a poll is already running; its news will print here"

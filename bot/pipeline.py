@@ -1,0 +1,137 @@
+"""The poll pipeline, wired once: what `poll`, `serve` and the shell run.
+
+    pipeline = Pipeline.from_settings(settings, store)            # Slack's deliverer; or deliver=a printer
+    result = pipeline.poll_once(lock_timeout=60)                    # one cycle, in the calling thread
+    new, baseline, fetched = pipeline.preview()                     # `poll --dry-run`: writes nothing
+    poller = pipeline.start(interval, on_result=...)                # the same cycle every `interval` seconds
+    pipeline.close()                                                # the HTTP client, if the pipeline made it
+
+A cycle is `bot.poller.poll_once`: fetch -> parse -> ingest (new items and ledger rows in one transaction)
+-> deliver -> enrich new items from the research index beside a web feed. Then every hook in `after` runs with
+the cycle's `PollResult`, in order, each guarded (a hook never breaks a poll): the place for a search index
+refresh, and for `serve`'s first-run backfill of a sparse archive (`backfill_if_sparse`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from types import TracebackType
+
+import httpx
+
+from bot import deliver as slack_delivery
+from bot import feed, poller, research_index
+from bot.config import Settings
+from bot.feed import Item
+from bot.poller import Deliver, Enrich, Poller, PollResult
+from bot.store import Store
+
+log = logging.getLogger("bot.pipeline")
+
+After = Callable[[PollResult], object]
+
+
+@dataclass(eq=False)
+class Pipeline:
+    store: Store
+    client: httpx.Client
+    feed_url: str
+    # Builds the delivery step on first use (a dry run never builds Slack's); None: items queue in the ledger.
+    make_deliver: Callable[[], Deliver | None] = field(default=lambda: None)
+    enrich: Enrich | None = None
+    index_url: str | None = None
+    after: list[After] = field(default_factory=list)
+    owns_client: bool = False
+    _backfilling: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+
+    @classmethod
+    def from_settings(
+        cls,
+        settings: Settings,
+        store: Store,
+        *,
+        deliver: Deliver | None = None,
+        client: httpx.Client | None = None,
+        after: Sequence[After] = (),
+    ) -> Pipeline:
+        """The pipeline FEED_URL and the Slack settings describe, over `store`. `deliver` replaces Slack's
+        deliverer (the shell prints); `client` replaces the HTTP client made here (the caller closes it);
+        `after` are the first hooks."""
+        index_url = research_index.index_url_for(settings.feed_url)
+        return cls(
+            store=store,
+            client=client or feed.make_client(),
+            feed_url=settings.feed_url,
+            make_deliver=(lambda: deliver) if deliver is not None else (
+                lambda: slack_delivery.from_settings(settings, store)
+            ),
+            enrich=research_index.enricher(index_url),
+            index_url=index_url,
+            after=list(after),
+            owns_client=client is None,
+        )
+
+    @cached_property
+    def deliver(self) -> Deliver | None:
+        return self.make_deliver()
+
+    def poll_once(self, lock_timeout: float = 60.0) -> PollResult:
+        """One cycle under the store's poll lock (LockTimeout when another process holds it), then `after`."""
+        result = poller.poll_once(
+            self.store, self.client, self.feed_url, deliver=self.deliver, lock_timeout=lock_timeout,
+            enrich=self.enrich,
+        )
+        self.finish(result)
+        return result
+
+    def preview(self) -> tuple[list[Item], bool, int]:
+        """Dry run (`bot.poller.preview`): (new items, whether it would be the baseline, items fetched)."""
+        return poller.preview(self.store, self.client, self.feed_url)
+
+    def start(self, interval: float, on_result: After | None = None) -> Poller:
+        """The background `Poller` running this cycle; `on_result` sees each result after the hooks."""
+
+        def finished(result: PollResult) -> None:
+            self.finish(result)
+            if on_result is not None:
+                on_result(result)
+
+        background = Poller(self.store, self.client, self.feed_url, interval, deliver=self.deliver,
+                            enrich=self.enrich, on_result=finished)
+        background.start()
+        return background
+
+    def finish(self, result: PollResult) -> None:
+        """Run the `after` hooks on a cycle's result; one that raises is one log line."""
+        for hook in self.after:
+            try:
+                hook(result)
+            except Exception:  # noqa: BLE001 - what follows a poll never breaks it
+                log.exception("event=after_poll_crashed hook=%s", getattr(hook, "__name__", repr(hook)))
+
+    def backfill_if_sparse(self, _result: PollResult | None = None) -> None:
+        """First run (`serve`): fill an archive of fewer than 50 items from the research index, once; a
+        failure is logged and retried on the next call (as an `after` hook: after the next poll). One at a
+        time: a call while another runs does nothing. Nothing without a research index (a file feed)."""
+        if self.index_url is None or not self._backfilling.acquire(blocking=False):
+            return
+        try:
+            research_index.backfill_if_sparse(self.store, self.client, self.index_url)
+        finally:
+            self._backfilling.release()
+
+    def close(self) -> None:
+        if self.owns_client:
+            self.client.close()
+
+    def __enter__(self) -> Pipeline:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
