@@ -25,6 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 from bot import research_index as ri  # noqa: E402
 from bot.feed import make_client  # noqa: E402
+from bot.search.index import SearchIndex  # noqa: E402
 from bot.search.query import search  # noqa: E402
 from bot.store import SQLiteStore, Store  # noqa: E402
 from tests.fakes.feed_server import FeedServer, Reply  # noqa: E402
@@ -49,9 +50,11 @@ def feed_like(page: bytes) -> list:  # type: ignore[type-arg]
 
 def search_latency(store: Store, queries: list[str]) -> tuple[float, float]:
     timings = []
+    index = SearchIndex(store)
+    search(index, queries[0], limit=10)  # builds the index: its cost is not a search's
     for query in queries:
         start = time.perf_counter()
-        search(store, query, limit=10)
+        search(index, query, limit=10)
         timings.append((time.perf_counter() - start) * 1000)
     timings.sort()
     return statistics.median(timings), timings[int(len(timings) * 0.99) - 1]

@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 from bot import feed, poller  # noqa: E402
 from bot.feed import Item  # noqa: E402
 from bot.search import query as search  # noqa: E402
+from bot.search.index import SearchIndex  # noqa: E402
 from bot.store import SQLiteStore  # noqa: E402
 from tests.fakes.feed_server import FeedServer, Reply  # noqa: E402
 
@@ -225,8 +226,9 @@ def bench_search(tmp: Path, sizes: list[int], runs: int) -> None:
         print(f"  {size:,} items ingested with Store.add_items in {ingest_s:.1f} s")
         per_query: dict[str, list[float]] = {}
         every: list[float] = []
+        index = SearchIndex(store)
         for query in QUERIES:
-            values = timings(lambda q=query, s=store: search.search(s, q, limit=10), runs, warmup=2)  # type: ignore[misc]
+            values = timings(lambda q=query, i=index: search.search(i, q, limit=10), runs, warmup=2)  # type: ignore[misc]
             per_query[query] = values
             every.extend(values)
         line(f"search at {size:,} items (all queries)", every, "target: p99 < 20 ms at 100,000")

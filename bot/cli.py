@@ -322,11 +322,13 @@ def _nothing_found(store: Any, message: str) -> str:
 
 
 def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
+    from bot.search.index import SearchIndex
     from bot.search.query import search
 
     store = open_archive(settings)
     query = " ".join(args.query)
-    hits = search(store, query, limit=args.limit)
+    found = search(SearchIndex(store), query, limit=args.limit)
+    hits = found.hits
     if args.json:
         _out(
             json.dumps(
@@ -349,6 +351,8 @@ def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
         _out(_nothing_found(store, f"no results for {query!r}: {hint}"))
     from bot.blocks import format_authors
 
+    if hits and found.searched_for:
+        _out(f"searched for {found.searched_for!r}")
     for rank, hit in enumerate(hits, 1):
         _out(f"{rank:>2}. {hit.item.title}\n    {hit.item.published:%Y-%m-%d}  {hit.item.link}")
         if hit.item.authors:

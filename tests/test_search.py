@@ -1,15 +1,19 @@
-"""bot.search: ranked, stemmed, prefix-matching search over the archive; any user string is safe."""
+"""bot.search: ranked, stemmed, prefix-matching, typo-tolerant search over the archive (one tantivy index, the
+same for both stores); any user string is safe."""
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from bot.feed import Item, Validators, parse
-from bot.search.query import MAX_QUERY_CHARS, SearchError, parse_query, search
-from bot.store import SQLiteStore
+from bot.search.index import READY_WAIT, SearchIndex, SearchUnavailable, edits
+from bot.search.query import MAX_QUERY_CHARS, SearchError, parse_query
+from bot.search.query import search as run_search
+from bot.store import SQLiteStore, Store, open_store
 
 DATA = Path(__file__).parent / "data"
 ARCHIVE = parse((DATA / "apple_ml_archive.xml").read_bytes())
@@ -32,6 +36,11 @@ def make(slug: str, title: str, summary: str = "", day: int = 1) -> Item:
         published=datetime(2026, 1, day, tzinfo=UTC),
         kind="research",
     )
+
+
+def search(store: Store, text: str, limit: int = 10):  # type: ignore[no-untyped-def]
+    """The hits of a search through a new index of `store`."""
+    return run_search(SearchIndex(store), text, limit).hits
 
 
 def slugs(hits) -> list[str]:
@@ -209,119 +218,118 @@ def test_unknown_words_find_nothing(archive):
     assert search(archive, "xylophonist") == []
 
 
-def model_and_captioning(common: int) -> list[Item]:
-    """`common` items about "model" only, then three where "captioning" (a rare word) sits in the title, the
-    summary or both."""
-    items = [make(f"common-{i}", f"Model number {i}", "a model of things", day=1 + i % 28)
-             for i in range(common)]
-    return items + [
-        make("rare-title", "Captioning model", "a model", day=2),
-        make("rare-summary", "Another model", "about captioning", day=3),
-        make("rare-both", "Captioning", "captioning captioning model", day=1),
-    ]
+# --- phrases, misspellings, filters as parts of the query ------------------------------------------------
 
 
-def test_sqlite_large_archive_pruning_keeps_the_exact_ranking(tmp_path, monkeypatch):
-    """On a large archive, phrases in at least half the items (BM25 IDF clamped to ~0) are left out of
-    scoring: the order must be what the exact query gives (FTS5's bm25 only)."""
-    import bot.store.sqlite as store_module
-
-    monkeypatch.setattr(store_module, "HELD_PHRASE_ROWS", 0)  # pruning itself, not scores held in memory
-    store = SQLiteStore(tmp_path / "pruning.db")
-    store.migrate()
-
-    store.add_items(model_and_captioning(30))
-    exact = [(h.item.id, h.score) for h in search(store, "captioning model ", limit=20)]
-    monkeypatch.setattr(store_module, "PRUNE_MIN_ROWS", 1)
-    pruned = [(h.item.id, h.score) for h in search(store, "captioning model ", limit=20)]
-    assert [i for i, _ in pruned[:3]] == [i for i, _ in exact[:3]]
-    assert [round(s, 4) for _, s in pruned[:3]] == [round(s, 4) for _, s in exact[:3]]
-    assert {i for i, _ in pruned} == {i for i, _ in exact}
-    # items matching only the near-zero phrase come after, newest first
-    rest = [store.get_item(i) for i, _ in pruned[3:]]
-    dates = [it.published for it in rest if it]
-    assert dates == sorted(dates, reverse=True)
-    only_common = search(store, "model ", limit=5)
-    assert [h.score for h in only_common] == [0.0] * 5
-    assert [h.item.published for h in only_common] == sorted(
-        (h.item.published for h in only_common), reverse=True
+def test_a_quoted_phrase_matches_as_a_phrase(store):
+    store.add_items(
+        [
+            make("phrase", "Image captioning", "words", day=1),
+            make("apart", "Captioning of an image", "words", day=2),
+            *[make(f"f{i}", f"Filler {i}", "unrelated text") for i in range(4)],
+        ]
     )
+    assert slugs(search(store, '"image captioning"')) == ["phrase"]
+    assert slugs(search(store, "“image captioning”")) == ["phrase"]  # Slack's smart quotes
+    assert set(slugs(search(store, "image captioning"))) == {"phrase", "apart"}
+    assert parse_query('"image captioning" x').phrases == (("image", "captioning"),)
+    assert parse_query('"image captioning').phrases == ()  # unterminated: plain words
 
 
 @pytest.mark.parametrize(
-    "query",
+    ("typed", "slug", "searched"),
     [
-        "captioning vision",  # rare + a word in ~20% of the items: candidates of the rare word suffice
-        "vision speech",  # two mid-frequency words: the rarer is scored first, the other bounded
-        "captioning speech vision transformer",  # a rare word in 3 items: fewer than the limit, so it widens
-        "speech vision transformer diffusion",
+        ("captoning", "balcaprl-mllm-image-captioning", "captioning"),
+        ("difusion", "projective-composition-diffusion", "diffusion"),
+        ("image captoning ", "balcaprl-mllm-image-captioning", "image captioning"),
     ],
 )
-def test_sqlite_candidate_pruning_gives_the_exact_ranking(tmp_path, monkeypatch, query):
-    """Large-archive search scores only the rows of the rarest phrases (with their full scores) while a
-    bound proves the rest cannot enter the results: results and scores equal the plain bm25 query."""
-    import random
+def test_a_misspelt_word_finds_its_items_and_says_what_was_searched(archive, typed, slug, searched):
+    found = run_search(SearchIndex(archive), typed)
+    assert slug in slugs(found.hits)
+    assert found.searched_for == searched
 
-    import bot.store.sqlite as store_module
 
-    rng = random.Random(5)
-    filler = [f"w{i}" for i in range(200)]
-    items = []
-    for i in range(400):
-        words = rng.choices(filler, k=rng.randint(20, 60))
-        for word, share in (("vision", 0.2), ("speech", 0.1), ("transformer", 0.3), ("diffusion", 0.05)):
-            if rng.random() < share:
-                words.insert(rng.randrange(len(words) + 1), word)
-        title = " ".join(rng.choices(filler, k=5) + (["vision"] * rng.randint(0, 2) if i % 7 == 0 else []))
-        items.append(make(f"item-{i}", title, " ".join(words), day=1 + i % 28))
-    items += [make(f"rare-{i}", f"note {i}", "a captioning remark " + "w1 " * 40, day=5) for i in range(3)]
-    store = SQLiteStore(tmp_path / "pruning.db")
+def test_a_known_or_short_word_is_never_corrected(archive):
+    assert run_search(SearchIndex(archive), "captioning").searched_for is None
+    assert search(archive, "capx ") == []  # under five letters: no fuzzy match
+
+
+def test_edit_distance_counts_a_transposition_as_one():
+    assert edits("caption", "capton") == 1
+    assert edits("diffus", "difus") == 1
+    assert edits("caption", "captoin") == 1
+    assert edits("abc", "xyz") == 3
+
+
+def test_filters_are_part_of_the_query_not_a_cut_of_its_results(store):
+    """since:/type: select among all matches, so a filter never starves the list (the best match overall
+    being too old must not leave the newer ones out)."""
+    old = [make(f"old-{i}", "Diffusion diffusion", "diffusion diffusion", day=1) for i in range(12)]
+    new = make("new", "A note", "on diffusion", day=20)
+    store.add_items([*old, new, *[make(f"f{i}", f"Filler {i}", "unrelated text") for i in range(6)]])
+    assert slugs(search(store, "diffusion since:2026-01-10", limit=5)) == ["new"]
+    assert search(store, "diffusion type:update") == []
+    scores = {h.item.id: h.score for h in search(store, "diffusion", limit=20)}
+    filtered = search(store, "diffusion since:2026-01-01 type:paper", limit=20)
+    assert {h.item.id: h.score for h in filtered} == scores
+
+
+def test_a_change_by_another_process_is_found_by_the_next_search(database_url):
+    """The index is rebuilt when the database's change marker moved, whoever changed the items."""
+    mine, other = open_store(database_url), open_store(database_url)
+    mine.migrate()
+    index = SearchIndex(mine)
+    mine.add_items([make("first", "Wombats", "about wombats")])
+    assert slugs(run_search(index, "wombats ").hits) == ["first"]
+    other.add_items([make("second", "Quokkas", "about quokkas")])
+    assert slugs(run_search(index, "quokkas ").hits) == ["second"]
+    first = mine.get_item("https://machinelearning.apple.com/research/first")
+    assert first is not None
+    other.add_items([Item(**{**first.__dict__, "title": "Numbats"})])
+    assert slugs(run_search(index, "numbats ").hits) == ["first"]
+
+
+def test_a_search_before_the_first_build_waits_for_it(archive):
+    index = SearchIndex(archive, ready_wait=READY_WAIT)
+    index.start()
+    assert slugs(run_search(index, "captioning").hits)[0] == "balcaprl-mllm-image-captioning"
+
+
+class HeldStore(SQLiteStore):
+    """A store whose archive read waits until `release` is set (a first build that takes long)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.release = threading.Event()
+
+    def all_items(self) -> list[Item]:
+        self.release.wait(10)
+        return super().all_items()
+
+
+def test_a_search_still_waiting_after_the_bound_gets_a_one_line_answer(tmp_path):
+    store = HeldStore(tmp_path / "held.db")
     store.migrate()
-    store.add_items(items)
+    store.add_items([make("one", "Wombats", "about wombats")])
+    index = SearchIndex(store, ready_wait=0.05)
+    builder = index.start()
+    with pytest.raises(SearchUnavailable) as err:
+        run_search(index, "wombats")
+    assert "\n" not in str(err.value)
+    store.release.set()
+    builder.join(10)
+    assert slugs(run_search(index, "wombats").hits) == ["one"]
 
-    monkeypatch.setattr(store_module, "HELD_PHRASE_ROWS", 0)  # pruning itself, not scores held in memory
-    monkeypatch.setattr(store_module, "PRUNE_MIN_ROWS", 10**9)
-    exact = [(h.item.id, h.score) for h in search(store, query, limit=10)]
-    monkeypatch.setattr(store_module, "PRUNE_MIN_ROWS", 1)
-    pruned = [(h.item.id, h.score) for h in search(store, query, limit=10)]
-    assert len(exact) == 10
-    assert pruned == exact
 
+def test_the_reply_says_what_was_searched_for(archive):
+    from bot.commands import Invocation, Services, handle
+    from bot.config import Settings
 
-@pytest.mark.postgres
-def test_postgres_large_archive_ranks_common_words_among_the_newest_items(pg_schema_url, monkeypatch):
-    """On a large archive, PostgreSQL search asks the GIN index only for the rarer words: items holding
-    them are ranked exactly, items holding only common words only among the newest SEARCH_WINDOW items
-    (older ones fill any remaining places). Every score is ts_rank's own."""
-    from dataclasses import replace
-
-    import bot.store.postgres as pg
-    from bot.store import open_store
-
-    store = open_store(pg_schema_url)
-    store.migrate()
-    items = model_and_captioning(40)
-    items += [
-        make("old-title", "Model model", "model model", day=1),
-        replace(make("old-update", "An update", "a model", day=2), kind="update"),
-    ]
-    store.add_items(items)
-    every = {h.item.id: h.score for h in search(store, "captioning model ", limit=50)}
-    exact = search(store, "captioning model ", limit=5)
-    monkeypatch.setattr(pg, "EXACT_ROWS", 0)
-    monkeypatch.setattr(pg, "SEARCH_WINDOW", 10)
-    monkeypatch.setattr(pg, "RARE_ROWS", 5)
-    pruned = search(store, "captioning model ", limit=5)
-
-    order = {item.id: n for n, item in enumerate(items)}  # insertion order: the pk order
-    newest = sorted(items, key=lambda i: (i.published, order[i.id]), reverse=True)
-    by_id = {i.id: i for i in items}
-    candidates = {i.id for i in newest[:10]} | {i.id for i in items if "rare" in i.guid}
-    expected = sorted(candidates, key=lambda i: (every[i], by_id[i].published, order[i]), reverse=True)[:5]
-    assert [h.item.id for h in pruned] == expected
-    assert all(h.score == every[h.item.id] for h in pruned)
-    assert {i.id for i in items if "rare" in i.guid} <= {h.item.id for h in pruned}
-    assert "old-title" in slugs(exact) and "old-title" not in slugs(pruned)  # the approximation
-    # no update in the window: the older one fills the places
-    assert slugs(search(store, "model type:update")) == ["old-update"]
-    assert search(store, "captioning type:update") == []
+    services = Services(store=archive, settings=Settings())
+    reply = handle(Invocation("search captoning", "T1", "C1", "U1"), services)
+    assert reply.blocks[0]["elements"][0]["text"].startswith("Searched for")
+    assert "captioning" in reply.blocks[0]["elements"][0]["text"]
+    assert reply.text.startswith("Searched for")
+    plain = handle(Invocation("search captioning", "T1", "C1", "U1"), services)
+    assert "Searched for" not in plain.text

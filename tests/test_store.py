@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 
 from bot.feed import Validators, parse
-from bot.store import MIGRATIONS, LockTimeout, SearchFilters, SQLiteStore, Store, open_store
+from bot.search.index import SearchIndex
+from bot.search.query import search
+from bot.store import MIGRATIONS, LockTimeout, SQLiteStore, Store, open_store
 
 DATA = Path(__file__).parent / "data"
 RSS = parse((DATA / "apple_ml_rss.xml").read_bytes())
@@ -48,35 +50,39 @@ def test_both_backends_apply_the_same_migrations(store):
 def test_sqlite_migrate_creates_the_tables_in_wal_mode(sqlite_store):
     sql = "SELECT name FROM sqlite_master WHERE type IN ('table', 'trigger')"
     names = {r[0] for r in raw(sqlite_store, sql)}
-    assert {"items", "items_fts", "aliases", "feed_state", "meta", "_sqlite_migrations"} <= names
-    assert any(n.startswith("items_a") or "items_fts" in n for n in names if n not in {"items", "items_fts"})
+    assert {"items", "aliases", "feed_state", "meta", "_sqlite_migrations"} <= names
     assert raw(sqlite_store, "PRAGMA journal_mode")[0][0] == "wal"
 
 
-def test_sqlite_items_fts_is_fts5_with_porter_stemming_on_title_and_summary(sqlite_store):
-    sql = raw(sqlite_store, "SELECT sql FROM sqlite_master WHERE name = 'items_fts'")[0][0]
-    assert "FTS5" in sql.upper()
-    assert "porter" in sql
-    assert '"title"' in sql and '"summary"' in sql
-    assert "prefix='3 4 5 6'" in sql  # prefix indexes: a typed prefix needs no doclist merge
+def test_sqlite_full_text_tables_are_gone_and_the_change_marker_stays(sqlite_store):
+    names = {r[0] for r in raw(sqlite_store, "SELECT name FROM sqlite_master")}
+    assert "items_fts" not in names and not {"items_ai", "items_ad", "items_au"} & names
+    assert {"search_generation", "items_generation_insert", "items_generation_update"} <= names
 
 
 @pytest.mark.postgres
-def test_postgres_search_column_is_a_weighted_tsvector_with_a_gin_index(pg_schema_url):
+def test_postgres_search_column_is_gone_and_a_change_marker_replaces_it(pg_schema_url):
     store = open_store(pg_schema_url)
     store.migrate()
     tables = {r[0] for r in raw(store, "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")}
     assert {"items", "aliases", "feed_state", "meta", "subscriptions", "deliveries", "installations",
-            "_migrations"} <= tables
-    index = raw(store, "SELECT indexdef FROM pg_indexes WHERE schemaname = current_schema() "
-                       "AND indexname = 'items_search'")[0][0]
-    assert "USING gin (search)" in index
+            "_migrations", "search_generation"} <= tables
+    columns = {r[0] for r in raw(store, "SELECT column_name FROM information_schema.columns "
+                                        "WHERE table_schema = current_schema() AND table_name = 'items'")}
+    assert "search" not in columns
+
+
+def test_every_change_to_items_moves_the_change_marker(store):
+    before = store.change_marker()
+    store.add_items(RSS)
+    added = store.change_marker()
+    assert added != before
     velox = next(i for i in RSS if i.link.endswith("/velox"))
-    store.add_items([replace(velox, authors=("Jane Doe",))])
-    vector = raw(store, "SELECT search::text FROM items WHERE id = ?", velox.id)[0][0]
-    assert "'velox':1A" in vector  # the title, weight A
-    assert "'geometri':" in vector and "B" in vector  # the summary, stemmed, weight B
-    assert "'doe':" in vector and "C" in vector.split("'doe':")[1].split(" ")[0]  # authors, weight C
+    store.add_items([replace(velox, title="Quokka")])
+    assert store.change_marker() != added
+    edited = store.change_marker()
+    store.subscribe("T1", "C1", "U1")
+    assert store.change_marker() == edited  # only items move it
 
 
 def test_migrate_is_idempotent(store):
@@ -93,7 +99,7 @@ def test_feed_state_has_the_issue_columns(store):
 
 
 def found(store: Store, word: str) -> set[str]:
-    return {h.item.id for h in store.search([word], prefix_last=False, limit=50, filters=SearchFilters())}
+    return {h.item.id for h in search(SearchIndex(store), f"{word} ", limit=50).hits}
 
 
 def test_the_search_index_stays_current_on_insert_and_edit(store):

@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from bot.feed import Validators, parse
+from bot.search.index import SearchIndex
 from bot.search.match import matched_keywords, split_keywords
+from bot.search.query import search
 from bot.store import Store
 
 DATA = Path(__file__).parent / "data"
@@ -95,3 +97,28 @@ def test_keyword_matching(keyword: str, title: str, summary: str, hit: bool) -> 
 
 def test_subscribe_text_splits_into_keywords() -> None:
     assert split_keywords('Diffusion, "image captioning"  RL rl') == ["diffusion", "image captioning", "rl"]
+
+
+# Keywords people would subscribe to, from the new items' titles and abstracts: words (some inflected unlike
+# the text) and phrases.
+KEYWORDS = ["diffusion", "model", "models", "flow", "pretraining", "data", "forgets", "scaling", "simulation",
+            "composition", "learning", "language", "generative models", "pretraining data", "self-play",
+            "robust autonomy", "normalizing flows", "models diffusion"]
+
+
+def test_a_subscription_matches_what_a_search_for_its_keywords_finds(store: Store) -> None:
+    store.ingest(FEED, RSS, Validators())  # baseline
+    channels = {f"C{n}": keyword for n, keyword in enumerate(KEYWORDS)}
+    for channel, keyword in channels.items():
+        store.subscribe("T1", channel, "U1", [keyword])
+    store.ingest(FEED, ARCHIVE, Validators())
+    queued = {channel: set() for channel in channels}
+    for delivery in store.open_deliveries():
+        queued[delivery.channel_id].add(delivery.item_id)
+    new = {item.id for item in NEW}
+    index = SearchIndex(store)
+    for channel, keyword in channels.items():
+        # A quoted phrase, followed by a space: no prefix matching, as a subscription has none.
+        found = {hit.item.id for hit in search(index, f'"{keyword}" ', limit=50).hits}
+        assert queued[channel] == found & new, keyword
+    assert sum(map(len, queued.values())) > len(KEYWORDS)  # most keywords match something

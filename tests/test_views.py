@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
 import threading
-from collections.abc import Iterable, Sequence
 from datetime import timedelta
 from pathlib import Path
 
@@ -130,68 +128,58 @@ def test_blocks_are_what_slack_sdk_models_would_serialize() -> None:
     assert views.divider() == DividerBlock().to_dict()
 
 
-def fresh_table_matches(candidates: Iterable[str], terms: Sequence[str], prefix_last: bool) -> set[str]:
-    """What matching_words answered when it built a table of just these words for each call."""
-    unique = sorted({w.lower() for w in candidates if w})
-    cleaned = [re.sub(r"[^\w]", "", t.lower()) for t in terms]
-    conn = sqlite3.connect(":memory:")
-    conn.execute("CREATE VIRTUAL TABLE w USING fts5(word, tokenize='porter unicode61')")
-    conn.executemany("INSERT INTO w(rowid, word) VALUES (?, ?)", list(enumerate(unique, 1)))
-    found = set()
-    for index, term in enumerate(cleaned):
-        if term:
-            expression = f'"{term}"' + ("*" if prefix_last and index == len(cleaned) - 1 else "")
-            rows = conn.execute("SELECT rowid FROM w WHERE w MATCH ?", (expression,))
-            found |= {unique[rowid - 1] for (rowid,) in rows}
-    conn.close()
-    return found
-
-
-TEXTS = [
-    "Image captioning with captions: captioned images, a capital idea",
-    "Learning to learn: learned learners; LEARNING rates",
-    "Federated privacy, differential-privacy and private learning",
-    "Ünïcode wörds, naïve café, 日本語 text and snake_case_words",
-    "Diffusion models diffuse: diffusing, diffused, DIFFUSION",
-]
-QUERIES = [(["caption"], False), (["capt"], True), (["learn"], False), (["priv"], True), (["naive"], False),
-           (["snake_case"], False), (["diffusion", "model"], True), (["_"], False), (["ab", "x"], True)]
-
-
-@pytest.mark.parametrize("limits", [(highlight.VOCABULARY_WORDS, highlight.VOCABULARY_CHARS,
-                                      highlight.VOCABULARY_TERMS), (12, 10**6, 2), (10**6, 60, 10**6)])
-def test_matching_words_kept_between_calls_answers_as_a_fresh_table(
-    monkeypatch: pytest.MonkeyPatch, limits: tuple[int, int, int]
+@pytest.mark.parametrize("text, terms, prefix_last, expected", [
+    ("Image captioning with captions: captioned", ["caption"], False,
+     {"captioning", "captions", "captioned"}),
+    ("Learning to learn: learned; LEARNING rates", ["learn"], False, {"learning", "learn", "learned"}),
+    ("private privacy, differential-privacy", ["priv"], True, {"private", "privacy"}),
+    ("Ünïcode wörds, naïve café, 日本語 text", ["NAÏVE", "日本語"], False, {"naïve", "日本語"}),
+    ("snake_case_words, a snake", ["snake_case"], False, {"snake_case_words", "snake"}),  # whole tokens
+    ("Diffusion models diffuse: diffusing, DIFFUSION", ["diffusion", "mod"], True,
+     {"diffusion", "diffuse", "diffusing", "models"}),
+    ("a _ b x", ["_"], True, set()),  # no term: nothing matches, not even as a prefix
+    ("grace and race", ["race"], True, {"race"}),  # a prefix of the term, never a substring
+])
+def test_matching_words_on_analyzed_terms(
+    text: str, terms: list[str], prefix_last: bool, expected: set[str]
 ) -> None:
-    # Small limits: the vocabulary starts afresh and forgets terms between (and within) these calls.
-    for name, value in zip(("VOCABULARY_WORDS", "VOCABULARY_CHARS", "VOCABULARY_TERMS"), limits, strict=True):
-        monkeypatch.setattr(highlight, name, value)
-    for _round in range(2):  # the second time every word and term is already known
-        for text in TEXTS:
-            for terms, prefix_last in QUERIES:
-                candidates = highlight.words(text)
-                expected = fresh_table_matches(candidates, terms, prefix_last)
-                assert matching_words(candidates, terms, prefix_last=prefix_last) == expected, (text, terms)
+    assert matching_words(highlight.words(text), terms, prefix_last=prefix_last) == expected
 
 
-def test_matching_words_from_many_threads_at_once() -> None:
-    cases = [(text, terms, prefix_last) for text in TEXTS for terms, prefix_last in QUERIES]
-    expected = [fresh_table_matches(highlight.words(t), terms, p) for t, terms, p in cases]
+def test_the_last_term_alone_matches_as_a_prefix() -> None:
+    assert matching_words(["captioning", "models"], ["mod", "capt"], prefix_last=True) == {"captioning"}
+    assert matching_words(["captioning", "models"], ["mod", "capt"], prefix_last=False) == set()
+
+
+def test_a_prefix_typed_past_the_stem_matches_as_the_search_expands_it() -> None:
+    candidates = ["normalizing", "normal", "nor", "diffusion", "diffuse", "dif", "normalizes"]
+    normal = {"normalizing", "normal", "normalizes"}
+    assert matching_words(candidates, ["normalizin"], prefix_last=True) == normal
+    assert matching_words(candidates, ["diffusi"], prefix_last=True) == {"diffusion", "diffuse"}
+    assert matching_words(candidates, ["diffusi"], prefix_last=False) == set()
+    # The longest start of the typed word among the text's terms, as the search takes the index's.
+    assert matcher_for_text("Normalizing flows, normal forms", ["normalizin"], prefix_last=True)("normal")
+    assert not matcher_for_text("Normalizing flows, nor forms", ["normalizin"], prefix_last=True)("nor")
+    assert not word_matcher(["normalizin"], prefix_last=True)("normal")  # knows no text: no start of it
+
+
+def test_matching_from_many_threads_at_once() -> None:
+    cases = [(w, ["caption", "lear"], p) for w in ("Captioning", "learners", "capita") for p in (False, True)]
+    expected = [matching_words([w], t, prefix_last=p) for w, t, p in cases]
     failures: list[object] = []
 
     def ask() -> None:
-        for _ in range(5):
-            for (text, terms, prefix_last), want in zip(cases, expected, strict=True):
-                got = matching_words(highlight.words(text), terms, prefix_last=prefix_last)
-                if got != want:
-                    failures.append((text, terms, got, want))
+        for _ in range(50):
+            for (word, terms, prefix_last), want in zip(cases, expected, strict=True):
+                if matching_words([word], terms, prefix_last=prefix_last) != want:
+                    failures.append(word)
 
     threads = [threading.Thread(target=ask) for _ in range(6)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    assert not failures
+    assert expected == [{"captioning"}, {"captioning"}, set(), {"learners"}, set(), set()] and not failures
 
 
 def test_matcher_for_text_answers_for_words_of_the_text_and_others() -> None:

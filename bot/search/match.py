@@ -1,15 +1,16 @@
-"""Keyword matching for subscriptions: a keyword matches an item when it occurs in the title or summary as a
-word, stemmed (Porter, as the archive's search), case-insensitive.
+"""Keyword matching for subscriptions: a keyword (a word or a quoted phrase) matches an item when its analyzed
+terms occur in the title's or the summary's analyzed terms, a phrase as consecutive terms. The analysis is the
+search index's own (`bot.search.analysis`), so a subscription matches what a search for its keywords finds.
 
-It runs through an in-memory SQLite FTS5 table with the porter tokenizer, so subscriptions and search agree on
-what a word is, whichever store holds the archive.
+    matched_keywords("Normalizing Flows", "", ["flow", "image captioning"]) -> ["flow"]
 """
 
 from __future__ import annotations
 
 import re
-import sqlite3
 from collections.abc import Iterable, Sequence
+
+from bot.search.analysis import terms
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 MAX_KEYWORDS = 20
@@ -36,21 +37,16 @@ def split_keywords(text: str) -> list[str]:
 
 
 def matched_keywords(title: str, summary: str, keywords: Sequence[str]) -> list[str]:
-    """The keywords (as given) that occur in the title or summary."""
+    """The keywords (as given) whose terms occur, consecutively, in the title or in the summary."""
     if not keywords:
         return []
-    conn = sqlite3.connect(":memory:")
-    try:
-        conn.execute("CREATE VIRTUAL TABLE doc USING fts5(title, summary, tokenize='porter unicode61')")
-        conn.execute("INSERT INTO doc(title, summary) VALUES (?, ?)", (title, summary))
-        found = []
-        for keyword in keywords:
-            words = _WORD.findall(keyword.lower())
-            if not words:
-                continue
-            phrase = '"' + " ".join(words) + '"'
-            if conn.execute("SELECT 1 FROM doc WHERE doc MATCH ?", (phrase,)).fetchone():
-                found.append(keyword)
-        return found
-    finally:
-        conn.close()
+    fields = [terms(title), terms(summary)]
+    return [keyword for keyword in keywords if any(_occurs(terms(keyword), field) for field in fields)]
+
+
+def _occurs(phrase: list[str], field: list[str]) -> bool:
+    """Whether `phrase` (not empty) is a run of consecutive terms of `field`."""
+    if not phrase:
+        return False
+    n = len(phrase)
+    return any(field[i : i + n] == phrase for i, term in enumerate(field) if term == phrase[0])

@@ -1,12 +1,16 @@
 """Turning any user string into a safe, ranked query over the archive.
 
     parse_query("captioning since:2026-01-01 type:paper") -> Query(terms=["captioning"], filters=...)
-    search(store, "captioning", limit=5) -> list[SearchHit]
+    parse_query('"image captioning" diffusion') -> Query(terms=["image", "captioning", "diffusion"],
+                                                         phrases=[("image", "captioning")])
+    search(index, "captioning", limit=5) -> Found(hits=[SearchHit, ...], searched_for=None)
     parse_query('author:"Jane Doe" diffusion')  -> items by Jane Doe matching diffusion (authors are searched
                                                    too; author: alone lists that author's items newest first)
 
-Terms are words only (FTS operators, quotes, `*`, `-`, emoji become separators), so no input can be an FTS
-syntax error. Too long or empty input raises `SearchError` with a one-line message.
+Terms are words only (operators, `*`, `-`, emoji become separators); words in "double quotes" (or Slack's
+smart quotes) are also a phrase. The engine (bot.search.index) builds its query from these parts with
+tantivy's query constructors, so no input can be a syntax error. Too long or empty input raises
+`SearchError` with a one-line message.
 """
 
 from __future__ import annotations
@@ -14,8 +18,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import date
+from typing import TYPE_CHECKING
 
-from bot.store import SearchFilters, SearchHit, Store
+from bot.store import SearchFilters
+
+if TYPE_CHECKING:
+    from bot.search.index import Found, SearchIndex
 
 MAX_QUERY_CHARS = 256
 MAX_TERMS = 16
@@ -25,6 +33,7 @@ MIN_PREFIX_CHARS = 3
 _WORD = re.compile(r"\w+", re.UNICODE)
 _FILTER = re.compile(r"(?<!\S)(since|type):(\S*)", re.IGNORECASE)
 # author:"First Last", author:“First Last” (Slack's smart quotes) or author:Name; matches authors only.
+_PHRASE = re.compile(r"\"([^\"]*)\"|“([^”]*)”")
 _AUTHOR = re.compile(r"(?<!\S)authors?:(?:\"([^\"]*)\"?|“([^”]*)”?|(\S*))", re.IGNORECASE)
 MAX_AUTHORS = 5
 KIND_ALIASES = {
@@ -45,6 +54,7 @@ class Query:
     terms: tuple[str, ...]
     prefix_last: bool
     filters: SearchFilters = field(default_factory=SearchFilters)
+    phrases: tuple[tuple[str, ...], ...] = ()  # quoted words of two or more (their words are in terms too)
 
 
 def parse_query(text: str) -> Query:
@@ -66,13 +76,19 @@ def parse_query(text: str) -> Query:
     rest = _FILTER.sub(" ", _AUTHOR.sub(" ", text))
     words = [w.lower() for w in _WORD.findall(rest)]
     unique = list(dict.fromkeys(w for w in words if w != "_"))[:MAX_TERMS]
+    phrases = []
+    for groups in _PHRASE.findall(rest):
+        quoted = tuple(w.lower() for w in _WORD.findall("".join(groups)) if w != "_")
+        if len(quoted) > 1 and all(w in unique for w in quoted) and quoted not in phrases:
+            phrases.append(quoted)
     if not unique and not authors:
         raise SearchError("Type some words to search for, for example: search image captioning")
     if not unique:
         return Query((), False, SearchFilters(since=since, kind=kind, authors=authors))
     # A prefix match on the last word (as typed, not followed by a space), once it is long enough to mean it.
     prefix_last = bool(rest) and bool(_WORD.search(rest[-1])) and len(words[-1]) >= MIN_PREFIX_CHARS
-    return Query(tuple(unique), prefix_last, SearchFilters(since=since, kind=kind, authors=authors))
+    filters = SearchFilters(since=since, kind=kind, authors=authors)
+    return Query(tuple(unique), prefix_last, filters, tuple(phrases[:MAX_TERMS]))
 
 
 def _authors(text: str) -> tuple[str, ...]:
@@ -89,9 +105,8 @@ def _authors(text: str) -> tuple[str, ...]:
     return tuple(names)
 
 
-def search(store: Store, text: str, limit: int = 10) -> list[SearchHit]:
-    """Ranked results for a user's query string (see `Store.search` for the ranking)."""
+def search(index: SearchIndex, text: str, limit: int = 10) -> Found:
+    """Ranked results for a user's query string (see bot.search.index for the ranking)."""
     if limit < 1 or limit > MAX_LIMIT:
         raise SearchError(f"limit must be between 1 and {MAX_LIMIT}.")
-    query = parse_query(text)
-    return store.search(query.terms, prefix_last=query.prefix_last, limit=limit, filters=query.filters)
+    return index.search(parse_query(text), limit)

@@ -5,7 +5,7 @@
 
 Modules: `models` (records, errors, time helpers), `base` (the interface and every backend-independent rule:
 ingest and identity, subscriptions, the ledger, installations), `merge` (batched merging of items),
-`sqlite` and `postgres` (connections, migrations, full-text search, the poll lock).
+`sqlite` and `postgres` (connections, migrations, the poll lock).
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 
 `Store` holds the archive (items, aliases, feed state, meta), subscriptions, workspaces and installations,
 and the delivery ledger, in SQL both backends speak (`?` placeholders, `ON CONFLICT`, `IS DISTINCT FROM`).
-A backend (`SQLiteStore`, `PostgresStore`) supplies connections and transactions, migrations, full-text
-search and the poll lock; the hooks it must fill are the methods that raise NotImplementedError.
+A backend (`SQLiteStore`, `PostgresStore`) supplies connections and transactions, migrations and the poll
+lock; the hooks it must fill are the methods that raise NotImplementedError. Search is not the store's: the
+engine (bot.search.index) is built from `all_items` and rebuilt when `change_marker` moves.
 
 Every public method is one unit of work on its own connection (`connect`), so a store is safe to share
 between Bolt's listener threads and the poller; writes that must happen together run in one transaction
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -30,9 +30,6 @@ from bot.store.merge import Batch, Known, enrichment, marks
 from bot.store.models import (
     FeedState,
     Ingested,
-    SearchFilters,
-    SearchHit,
-    SearchQuery,
     StoreError,
     Subscription,
     iso,
@@ -50,6 +47,7 @@ MIGRATIONS = (
     "m004_fts_prefix_index",
     "m005_installations",
     "m006_search_generation",
+    "m007_one_search_engine",
 )
 # A merge_index that adds or enriches this many items is followed by _after_bulk_merge.
 BULK_MERGE = 200
@@ -57,8 +55,6 @@ ITEM_COLUMNS = (
     "items.pk, items.id, items.guid, items.title, items.link, items.summary, items.published, "
     "items.kind, items.authors"
 )
-# A typed prefix falls back to an indexed stem no shorter than this (see Store._indexed_stem).
-MIN_STEM_CHARS = 4
 
 
 def one_line(exc: BaseException) -> str:
@@ -173,18 +169,9 @@ class Store(AccountsMixin):
 
     def _after_bulk_merge(self, db: Conn) -> None:
         """Called in the transaction of a merge that changed at least BULK_MERGE items (a backfill): bring
-        the search index back to shape (each backend knows how)."""
+        the database's statistics back to shape (each backend knows how)."""
 
     def _has_tables(self, db: Conn, names: Sequence[str]) -> bool:
-        raise NotImplementedError
-
-    def _search(self, db: Conn, query: SearchQuery) -> list[SearchHit]:
-        """`search` in one unit of work. When the last term is a prefix, the backend first finds the indexed
-        stem it starts with (`_indexed_stem`) and searches for it too (`query.stem` is None here)."""
-        raise NotImplementedError
-
-    def _has_word(self, db: Conn, word: str) -> bool:
-        """Whether `word`, stemmed as the index stems, is an indexed word."""
         raise NotImplementedError
 
     # connections ----------------------------------------------------------------------------------------
@@ -407,27 +394,17 @@ class Store(AccountsMixin):
         with self.connect() as db:
             return [row_item(r) for r in db.rows(sql, [*params, limit])]
 
-    def search(
-        self, terms: Sequence[str], *, prefix_last: bool, limit: int, filters: SearchFilters
-    ) -> list[SearchHit]:
-        """Ranked full-text search: any term may match (OR), the title weighted 5x over the summary,
-        stemming, a prefix match on the last term when `prefix_last`, newest first among equal scores.
-        Authors are searched too (weighted half the summary); `filters.authors` keeps only items by every
-        named author, and with no terms lists that author's items newest first."""
+    def all_items(self) -> list[dict[str, Any]]:
+        """Every item of the archive as a row (`row_item` makes it an Item), by id: what the search index is
+        built from (it converts only the rows a search returns)."""
         with self.connect() as db:
-            return self._search(db, SearchQuery(tuple(terms), prefix_last, None, limit, filters))
+            return db.rows(f"SELECT {ITEM_COLUMNS} FROM items ORDER BY items.id")
 
-    def _indexed_stem(self, db: Conn, prefix: str) -> str | None:
-        """For a prefix typed as the last word: the longest shorter start of it that is itself an indexed
-        (stemmed) word. "normalizin" never prefixes the stem "normal" of "normalizing", so the prefix alone
-        would miss it; "normal" (found here) does not."""
-        word = re.sub(r"[^\w]", "", prefix, flags=re.UNICODE)
-        if len(word) <= MIN_STEM_CHARS:
-            return None
-        for end in range(len(word) - 1, MIN_STEM_CHARS - 1, -1):
-            if self._has_word(db, word[:end]):
-                return word[:end]
-        return None
+    def change_marker(self) -> int:
+        """A counter every insert, update or delete of items moves (triggers, whatever process writes): the
+        search index is rebuilt when it differs from the one it was built at."""
+        with self.connect() as db:
+            return int(db.one("SELECT n FROM search_generation")[0])
 
 
 # --- helpers (all take an open connection) -------------------------------------------------------------

@@ -102,18 +102,6 @@ class SearchFilters:
     authors: tuple[str, ...] = field(default=())
 
 
-@dataclass(frozen=True)
-class SearchQuery:
-    """What a backend's search is asked: words (any may match), whether the last is a prefix, an indexed
-    stem that prefix starts with (filled in by the backend: see Store._search), the limit and the filters."""
-
-    terms: tuple[str, ...]
-    prefix_last: bool
-    stem: str | None
-    limit: int
-    filters: SearchFilters
-
-
 # --- rows to records (a row is a dict of column name to value, from either backend) ---------------------
 
 

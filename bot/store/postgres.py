@@ -2,11 +2,8 @@
 more than one process on one database.
 
 The tables and migrations are SQLite's (`_migrations` records the same names, applied in one transaction
-under an advisory lock). Full-text search: items.search is a generated tsvector, 'english' config (Snowball
-stemming), weighted title 'A', summary 'B', authors 'C', with a GIN index; ranked with ts_rank under weights
-that keep SQLite's proportions (title 5x the summary, authors half the summary). On a large archive only the
-rarer words of a query go through the index, the common ones are ranked among the newest items
-(_ranked_search).
+under an advisory lock). Search is bot.search.index, the same engine as SQLite's; search_generation, bumped
+by a statement trigger on items (m007), tells it when to rebuild.
 
 Processes: writers take turns (each write transaction begins with a transaction-scoped advisory lock, as
 SQLite's BEGIN IMMEDIATE), and the poll lock is a session advisory lock held on a connection of its own:
@@ -22,50 +19,28 @@ have reached the server); the idle ones are dropped and the next unit of work re
 from __future__ import annotations
 
 import logging
-import re
 import selectors
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import replace
 from typing import Any
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from bot.store.base import ITEM_COLUMNS, Conn, Store, one_line
+from bot.store.base import Conn, Store, one_line
 from bot.store.merge import backfill_authors_text
-from bot.store.models import (
-    LockTimeout,
-    SearchFilters,
-    SearchHit,
-    SearchQuery,
-    StoreError,
-    iso,
-    row_item,
-    utcnow,
-)
+from bot.store.models import LockTimeout, StoreError, iso, utcnow
 
 log = logging.getLogger("bot.store")
 
 MIGRATION_SET = "mlresearch"
-# ts_rank weights for {D, C, B, A}: authors (C) 0.1, summary (B) 0.2, title (A) 1.0.
-TS_WEIGHTS = "'{0, 0.1, 0.2, 1}'::real[]"
 LOCK_KEY = "hashtext(?), hashtext(current_schema())"
 MAX_IDLE = 4
 # Every connection turns JIT off: the planner compiles queries it estimates costly (a scan of a large archive)
 # and that takes ~10-150 ms, more than the bot's short queries ever gain.
 NO_JIT = "SELECT set_config('jit', 'off', false) WHERE current_setting('jit', true) IS NOT NULL"
-# Search (_ranked_search): the newest items every search reads, the rows the GIN index may be asked for (as
-# estimated), the archive size up to which ranking is exact, the older items read to fill too few results;
-# and how many newest items _has_word reads before it asks the index.
-SEARCH_WINDOW = 500
-RARE_ROWS = 4_000
-EXACT_ROWS = 5_000
-FILL_WINDOW = 5_000
-HAS_WORD_RECENT = 100
-_WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
 
 # --- migrations (the same names as SQLite's; each takes the open connection, inside the transaction) ----
@@ -141,9 +116,26 @@ def m005_installations(db: Conn) -> None:
 
 
 def m006_search_generation(db: Conn) -> None:
-    """Nothing to do here: SQLite keeps per-phrase bm25 scores between searches under a change counter
-    (bot.store.scores); PostgreSQL's ts_rank is not a sum over phrases and has no such cache. Recorded so
-    that both backends hold the same migration history."""
+    """Nothing to do here: SQLite kept per-phrase bm25 scores between searches under a change counter (gone
+    since m007, which gives PostgreSQL the counter too). Recorded so that both backends hold the same
+    migration history."""
+
+
+def m007_one_search_engine(db: Conn) -> None:
+    """Search moved to one engine in the process (bot.search.index): the tsvector column and its GIN index
+    go; search_generation counts changes to items (bumped once per statement that changes any), the index's
+    change marker, as SQLite's m006 table does."""
+    for sql in [
+        "DROP INDEX IF EXISTS items_search",
+        "ALTER TABLE items DROP COLUMN IF EXISTS search",
+        "CREATE TABLE search_generation (n BIGINT NOT NULL)",
+        "INSERT INTO search_generation (n) VALUES (0)",
+        "CREATE FUNCTION items_generation() RETURNS trigger LANGUAGE plpgsql AS "
+        "$$ BEGIN UPDATE search_generation SET n = n + 1; RETURN NULL; END $$",
+        "CREATE TRIGGER items_generation AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON items "
+        "FOR EACH STATEMENT EXECUTE FUNCTION items_generation()",
+    ]:
+        db.execute(sql)
 
 
 PG_MIGRATIONS = (
@@ -153,6 +145,7 @@ PG_MIGRATIONS = (
     m004_fts_prefix_index,
     m005_installations,
     m006_search_generation,
+    m007_one_search_engine,
 )
 
 
@@ -274,7 +267,7 @@ class PostgresStore(Store):
             return self._has_tables(db, ["items"])
 
     def _after_bulk_merge(self, db: Conn) -> None:
-        # Fresh statistics, so that the planner keeps using the GIN and published indexes on the new rows.
+        # Fresh statistics, so that the planner keeps using the indexes on the new rows.
         db.execute("ANALYZE items")
 
     def _has_tables(self, db: Conn, names: Sequence[str]) -> bool:
@@ -332,180 +325,3 @@ class PostgresStore(Store):
                     db.execute(f"SELECT pg_advisory_unlock({LOCK_KEY})", ["mlresearch-bot poll"])
         finally:
             db.raw.close()
-
-    # search ---------------------------------------------------------------------------------------------
-
-    def _has_word(self, db: Conn, word: str) -> bool:
-        words = _WORD.findall(word)
-        if len(words) != 1:
-            return False
-        # The newest items first (a common word is found there at once, without reading its whole posting
-        # list); then the GIN index, in a CTE so that it is planned for all rows (a plain LIMIT 1 may be
-        # planned as a sequential scan, which reads every row when the word is absent).
-        sql = (
-            "WITH hit AS MATERIALIZED (SELECT 1 FROM items, to_tsquery('english', ?) AS q "
-            "WHERE items.search @@ q) "
-            "SELECT EXISTS (SELECT 1 FROM (SELECT items.search FROM items ORDER BY items.published DESC "
-            f"LIMIT {HAS_WORD_RECENT}) AS r, to_tsquery('english', ?) AS q WHERE r.search @@ q) "
-            "OR EXISTS (SELECT 1 FROM hit)"
-        )
-        return bool(db.one(sql, [words[0], words[0]])[0])
-
-    def _search(self, db: Conn, query: SearchQuery) -> list[SearchHit]:
-        if query.prefix_last and query.terms:
-            query = replace(query, stem=self._indexed_stem(db, query.terms[-1]))
-        filters, limit = query.filters, query.limit
-        parts = tsquery_parts(query.terms, prefix_last=query.prefix_last, last_stem=query.stem)
-        # author:"Name" filters: every named author must match as a phrase; the GIN index finds candidates
-        # anywhere in the item, the authors' own vector confirms it is an author.
-        names = [name for name in filters.authors if _WORD.search(name)]
-        if (filters.authors and not names) or not (parts or names):
-            return []
-        if names:
-            rows = _author_search(db, " | ".join(parts), names, filters, limit)
-        else:
-            rows = _ranked_search(db, parts, filters, limit)
-        return [SearchHit(row_item(r), round(float(r["rank"]), 6)) for r in rows]
-
-
-def _since(filters: SearchFilters) -> tuple[str, list[Any]]:
-    """The since: filter as an SQL condition with a leading AND (or nothing), and its parameters."""
-    return (" AND items.published >= ?", [filters.since.isoformat()]) if filters.since else ("", [])
-
-
-def _kind(filters: SearchFilters, table: str = "items") -> tuple[str, list[Any]]:
-    """The type: filter as an SQL condition with a leading AND (or nothing), and its parameters."""
-    return (f" AND {table}.kind = ?", [filters.kind]) if filters.kind else ("", [])
-
-
-def _author_search(
-    db: Conn, terms_query: str, names: Sequence[str], filters: SearchFilters, limit: int
-) -> list[dict[str, Any]]:
-    """Items by every named author (and, with terms, matching any of them), ranked exactly. The GIN index
-    is searched for the authors (AND the terms, in one tsquery), so only rows of the authors are read."""
-    phrase = "phraseto_tsquery('english', ?)"
-    authors = f"(SELECT {' && '.join([phrase] * len(names))} AS a) AS authors"
-    confirm = f" AND to_tsvector('english', coalesce(items.authors_text, '')) @@ {phrase}" * len(names)
-    since, since_params = _since(filters)
-    kind, kind_params = _kind(filters)
-    if terms_query:
-        # q is also matched alone (not through the index): a query of stop words only is empty, and
-        # '' && a would be a.
-        sources, rank_by, order = f"to_tsquery('english', ?) AS q, {authors}, items", "q", "rank DESC, "
-        match = "items.search @@ (q && authors.a) AND ts_match_vq(items.search, q)"
-        values = [terms_query, *names]
-    else:
-        sources, rank_by, order = f"{authors}, items", "authors.a", ""
-        match = "items.search @@ authors.a"
-        values = list(names)
-    sql = (
-        f"SELECT {ITEM_COLUMNS}, ts_rank({TS_WEIGHTS}, items.search, {rank_by}) AS rank FROM {sources} "
-        f"WHERE {match}{confirm}{since}{kind} "
-        f"ORDER BY {order}items.published DESC, items.pk DESC LIMIT {int(limit)}"
-    )
-    return db.rows(sql, [*values, *names, *since_params, *kind_params])
-
-
-def _ranked_search(
-    db: Conn, parts: Sequence[str], filters: SearchFilters, limit: int
-) -> list[dict[str, Any]]:
-    """ts_rank over the parts of a query (OR-ed), reading few rows of a large archive.
-
-    ts_rank has no IDF, so ranking exactly reads every row holding any word of the query ("model" is in most
-    items). Instead one pass over the newest SEARCH_WINDOW items (since: applied) ranks those matching and
-    counts each part there; the GIN index is then asked only for the rarest parts, as many as together are
-    estimated (share of the window times the archive's size) to match at most RARE_ROWS items, and all of
-    those are ranked. Approximation: an item holding only the commoner words is ranked only if it is among
-    the newest SEARCH_WINDOW items (or, when too few match, the next FILL_WINDOW); scores are ts_rank's own.
-    Exact when the archive has at most EXACT_ROWS items (max(pk): items are never deleted) or since: leaves
-    fewer than SEARCH_WINDOW."""
-    query_text = " | ".join(parts)
-    since, since_params = _since(filters)
-    kind, kind_params = _kind(filters)
-    window = max(SEARCH_WINDOW, limit)
-    each = range(len(parts))
-    hits = ", ".join(f"count(*) FILTER (WHERE recent.search @@ terms.p{i})" for i in each)
-    nodes = ", ".join(f"max(numnode(terms.p{i}))" for i in each)  # 0: stop words only
-    part_queries = "".join(f"to_tsquery('english', ?) AS p{i}, " for i in each)
-    sql = (
-        "WITH recent AS MATERIALIZED (SELECT items.pk, items.published, items.kind, items.search FROM items "
-        f"WHERE true{since} ORDER BY items.published DESC, items.pk DESC LIMIT {window}), "
-        f"terms AS MATERIALIZED (SELECT {part_queries}"
-        "to_tsquery('english', ?) AS q), "
-        f"counts AS (SELECT count(*) AS n, ARRAY[{hits}]::bigint[] AS hits, ARRAY[{nodes}]::int[] AS nodes, "
-        "(array_agg(recent.published ORDER BY recent.published, recent.pk))[1] AS oldest, "
-        "(array_agg(recent.pk ORDER BY recent.published, recent.pk))[1] AS oldest_pk FROM recent, terms), "
-        f"top AS (SELECT recent.pk, ts_rank({TS_WEIGHTS}, recent.search, terms.q) AS rank FROM recent, terms "
-        f"WHERE recent.search @@ terms.q{_kind(filters, 'recent')[0]} "
-        f"ORDER BY rank DESC, recent.published DESC, recent.pk DESC LIMIT {int(limit)}) "
-        f"SELECT counts.*, (SELECT max(items.pk) FROM items) AS total, top.rank, {ITEM_COLUMNS} "
-        "FROM counts LEFT JOIN top ON true LEFT JOIN items ON items.pk = top.pk"
-    )
-    first = db.rows(sql, [*since_params, *parts, query_text, *kind_params])
-    head = first[0]
-    found = {r["pk"]: r for r in first if r["pk"] is not None}
-    n, total = int(head["n"]), int(head["total"] or 0)
-    if n < window:  # the window held every item since: leaves
-        return _best(found.values(), limit)
-    rare: list[str] = []
-    common: list[str] = []
-    estimate = 0.0
-    for count, part in sorted(
-        (c, p) for c, p, ns in zip(head["hits"], parts, head["nodes"], strict=True) if ns
-    ):
-        estimate += count * total / n
-        (rare if total <= EXACT_ROWS or estimate <= RARE_ROWS else common).append(part)
-    if rare:
-        sql = (
-            f"SELECT {ITEM_COLUMNS}, ts_rank({TS_WEIGHTS}, items.search, q) AS rank "
-            "FROM to_tsquery('english', ?) AS q, to_tsquery('english', ?) AS rare, items "
-            f"WHERE items.search @@ rare{since}{kind} "
-            f"ORDER BY rank DESC, items.published DESC, items.pk DESC LIMIT {int(limit)}"
-        )
-        for r in db.rows(sql, [query_text, " | ".join(rare), *since_params, *kind_params]):
-            found.setdefault(r["pk"], r)
-    if common and len(found) < limit:
-        # Too few matches in the window and for the rarer parts: items holding a common part among the
-        # next FILL_WINDOW older items fill the places, newest first.
-        sql = (
-            f"SELECT {ITEM_COLUMNS}, ts_rank({TS_WEIGHTS}, items.search, q) AS rank "
-            "FROM to_tsquery('english', ?) AS q, to_tsquery('english', ?) AS common, "
-            f"(SELECT {ITEM_COLUMNS}, items.search FROM items "
-            f"WHERE (items.published, items.pk) < (?, ?){since} "
-            f"ORDER BY items.published DESC, items.pk DESC LIMIT {FILL_WINDOW}) AS items "
-            f"WHERE items.search @@ common{kind} "
-            f"ORDER BY items.published DESC, items.pk DESC LIMIT {int(limit)}"
-        )
-        args = [
-            query_text,
-            " | ".join(common),
-            head["oldest"],
-            head["oldest_pk"],
-            *since_params,
-            *kind_params,
-        ]
-        for r in db.rows(sql, args):
-            found.setdefault(r["pk"], r)
-    return _best(found.values(), limit)
-
-
-def _best(rows: Iterable[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
-    """The `limit` best rows: highest rank first, then newest (as the SQL orders them)."""
-    return sorted(rows, key=lambda r: (float(r["rank"]), r["published"], r["pk"]), reverse=True)[:limit]
-
-
-def tsquery_parts(terms: Sequence[str], *, prefix_last: bool, last_stem: str | None = None) -> list[str]:
-    """The to_tsquery inputs of a query, to be OR-ed, one per word (letters and digits only, so never a
-    syntax error); with `prefix_last` the last one a prefix (`:*`), and `last_stem` (an indexed stem it starts
-    with) an alternative to it."""
-    words = [w for term in terms for w in _WORD.findall(term)]
-    if not words:
-        return []
-    parts = list(words)
-    if prefix_last:
-        parts[-1] += ":*"
-        stem = _WORD.findall(last_stem or "")
-        if len(stem) == 1 and stem[0] != words[-1]:
-            parts.append(stem[0])
-    return parts
-

@@ -1,0 +1,129 @@
+"""The one analysis of text (bot.search.analysis), and the two uses of it outside the index: subscription
+keywords (match.py) and highlighting (highlight.py) agree with it, checked over 72 real posts."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime
+from itertools import pairwise
+from pathlib import Path
+
+import pytest
+
+from bot.feed import Item, kind_of
+from bot.search.analysis import terms
+from bot.search.highlight import highlighted_snippet, matcher_for_text, matching_words, word_matcher, words
+from bot.search.index import SearchIndex
+from bot.search.match import matched_keywords
+from bot.search.query import parse_query, search
+from bot.store import SQLiteStore
+
+POSTS = json.loads((Path(__file__).parent / "data" / "apple_ml_corpus.json").read_text(encoding="utf-8"))
+# Keywords people would subscribe to: every word of the titles, and each title's consecutive word pairs.
+WORDS = sorted({w.lower() for post in POSTS for w in words(post["title"])})
+PAIRS = sorted({f"{a} {b}".lower() for post in POSTS for a, b in pairwise(words(post["title"]))})
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("captions captioning Captioned caption", ["caption"] * 4),
+    ("diffusion diffusions DIFFUSION", ["diffus"] * 3),
+    ("Image Captioning with Diffusion", ["imag", "caption", "with", "diffus"]),
+    ("state-of-the-art GPT-4o, e.g. (3D)", ["state", "of", "the", "art", "gpt", "4o", "e", "g", "3d"]),
+    ("snake_case don't", ["snake", "case", "don", "t"]),
+    ("ÜNÏCODE Café naïve 日本語", ["ünïcode", "café", "naïv", "日本語"]),
+    ("", []),
+    ("*** --- !!! …", []),
+])
+def test_words_are_split_on_punctuation_lower_cased_and_stemmed(text: str, expected: list[str]) -> None:
+    assert terms(text) == expected
+
+
+def test_tokens_of_100_bytes_or_more_are_dropped() -> None:
+    assert terms("x" * 99) == ["x" * 99]
+    assert terms("a " + "x" * 100 + " b") == ["a", "b"]
+    assert terms("é" * 50) == []  # 50 letters, 100 bytes
+    assert matched_keywords("x" * 100, "", ["x" * 100]) == []
+    assert highlighted_snippet("x" * 100, word_matcher(["x" * 100])) == "x" * 100
+
+
+def field_terms(post: dict[str, str]) -> list[str]:
+    """Each field's terms as one space-delimited string, to find a run of terms in by plain string search."""
+    return [" " + " ".join(terms(post[name])) + " " for name in ("title", "abstract")]
+
+
+def test_a_keyword_matches_a_post_when_its_terms_run_consecutively_in_the_title_or_abstract() -> None:
+    outcomes = []
+    for post in POSTS:
+        fields = field_terms(post)
+        for keyword in WORDS[::3] + PAIRS[::5]:
+            expected = any(" " + " ".join(terms(keyword)) + " " in field for field in fields)
+            assert matched_keywords(post["title"], post["abstract"], [keyword]) == ([keyword] * expected), \
+                (post["link"], keyword)
+            outcomes.append(expected)
+    assert 100 < sum(outcomes) < len(outcomes) - 100  # many posts matched, many not
+
+
+def test_each_title_matches_its_own_word_pairs_and_not_the_reversed_pairs_it_lacks() -> None:
+    for post in POSTS:
+        for a, b in pairwise(words(post["title"])):
+            assert matched_keywords(post["title"], "", [f"{a} {b}"]) == [f"{a} {b}"]
+            reversed_in_title = " " + " ".join(terms(f"{b} {a}")) + " " in field_terms(post)[0]
+            assert bool(matched_keywords(post["title"], "", [f"{b} {a}"])) == reversed_in_title
+
+
+def test_why_it_matched_agrees_with_the_match() -> None:
+    """A word keyword matches a text exactly when highlighting finds a word of that text matching it."""
+    for post in POSTS:
+        for name in ("title", "abstract"):
+            candidates = words(post[name])
+            for keyword in WORDS[::4]:
+                matched = bool(matched_keywords(post[name], "", [keyword]))
+                assert matched == bool(matching_words(candidates, [keyword])), (post["link"], name, keyword)
+
+
+def test_the_snippet_bolds_exactly_the_words_whose_terms_the_query_has() -> None:
+    bolded = 0
+    for number, post in enumerate(POSTS):
+        query = [w.lower() for w in words(POSTS[(number * 7) % len(POSTS)]["title"])[:3]]
+        wanted = {t for w in query for t in terms(w)}
+        snippet = highlighted_snippet(post["abstract"], word_matcher(query), limit=300)
+        shown = re.sub(r"&(amp|lt|gt);", " ", snippet)  # the entities escaping added are not words
+        for found in re.finditer(r"(\*?)(\w+)\*?", shown):
+            assert (found.group(1) == "*") == bool(set(terms(found.group(2))) & wanted), (post["link"], found)
+            bolded += found.group(1) == "*"
+        if any(set(terms(w)) & wanted for w in words(post["abstract"])):
+            assert "*" in snippet, (post["link"], query)  # the window holds the first match
+    assert bolded > 50
+
+
+def searchable(post: dict) -> str:
+    return " ".join([post["title"], post["abstract"], *post["authors"]])
+
+
+def test_what_is_highlighted_is_what_the_search_matched(tmp_path: Path) -> None:
+    """For words typed whole, misspelt, or cut short as the last word (a prefix), the posts the search finds
+    are exactly those with a word the matcher highlights (in its title, abstract or authors)."""
+    store = SQLiteStore(tmp_path / "corpus.db")
+    store.migrate()
+    store.add_items([
+        Item(id=post["link"], guid=post["link"], title=post["title"], link=post["link"],
+             summary=post["abstract"], kind=kind_of(post["link"]), authors=tuple(post["authors"]),
+             published=datetime.fromisoformat(post["published"] or "2017-01-01").replace(tzinfo=UTC))
+        for post in POSTS
+    ])
+    index = SearchIndex(store)
+    everything = " ".join(map(searchable, POSTS))
+    long_words = [w for w in WORDS if len(w) >= 6][::5]
+    typed = [w + " " for w in long_words] + [w[:-1] for w in long_words] + [w[:5] for w in long_words]
+    typed += ["difusion ", "captoning ", "normalizin", "diffusi", "privac"]
+    corrected = 0
+    for text in typed:
+        found = search(index, text, limit=100)
+        query = parse_query(found.searched_for or text)  # a misspelt word: highlighted as corrected
+        corrected += found.searched_for is not None
+        prefix_last = query.prefix_last and not found.searched_for
+        is_match = matcher_for_text(everything, query.terms, prefix_last=prefix_last)
+        highlighted = {post["link"] for post in POSTS if is_match.among(words(searchable(post)))}
+        assert {hit.item.id for hit in found.hits} == highlighted, text
+    assert corrected >= 2
