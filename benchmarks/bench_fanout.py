@@ -22,7 +22,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bot.deliver import DEFAULT_POOL_SIZE, Deliverer  # noqa: E402
-from bot.feed import Item, Validators, parse  # noqa: E402
+from bot.feed import parse  # noqa: E402
+from bot.models import Item, Validators  # noqa: E402
 from bot.slackweb import make_client  # noqa: E402
 from bot.store import SQLiteStore  # noqa: E402
 from tests.fakes.slack_api import FakeSlack  # noqa: E402

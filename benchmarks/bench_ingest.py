@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bot import feed, poller  # noqa: E402
-from bot.feed import Item  # noqa: E402
+from bot.models import Item  # noqa: E402
 from bot.search import query as search  # noqa: E402
 from bot.search.index import SearchIndex  # noqa: E402
 from bot.store import SQLiteStore  # noqa: E402

@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.bench_ingest import QUERIES, pct, synthetic, timings  # noqa: E402
-from bot.feed import Item  # noqa: E402
+from bot.models import Item  # noqa: E402
 from bot.search import query as search  # noqa: E402
 from bot.search.index import SearchIndex, build  # noqa: E402
 from bot.store import SQLiteStore, Store, open_store  # noqa: E402

@@ -17,10 +17,11 @@ from typing import TYPE_CHECKING
 from slack_bolt import App
 from slack_sdk import WebClient
 
+from bot import listeners
+from bot.commands import Services
 from bot.config import Settings
 
 if TYPE_CHECKING:
-    from bot.commands import Services
     from bot.store import Store
     from bot.summarize import Summarizer
 
@@ -47,8 +48,6 @@ def build_app(
 ) -> App:
     """The Bolt app with every listener registered. `services` (a `bot.commands.Services`) is built from
     the other arguments unless given."""
-    from bot import listeners
-
     client = client or web_client(settings)
     bolt_log = logging.getLogger("slack_bolt")
     level = bolt_log.level
@@ -91,8 +90,6 @@ def _app(
 
 def make_services(settings: Settings, store: Store, client: WebClient | None) -> Services:
     """The dependencies the command handlers get."""
-    from bot.commands import Services
-
     return Services(store=store, settings=settings, slack=client, summarizer=make_summarizer(settings))
 
 

@@ -22,7 +22,7 @@ from slack_sdk.models.blocks import (
     SectionBlock,
 )
 
-from bot.feed import Item
+from bot.models import Item
 
 EVENT_TYPE = "mlresearch_item"
 SNIPPET_CHARS = 300

@@ -1,7 +1,8 @@
 """The `mlresearch-bot` command: argument parsing, `.env` loading, exit codes. Nothing else.
 
-Exit status: 0 success, 1 an operation failed, 2 bad usage or configuration. Errors are one line on stderr;
-no traceback reaches the terminal (set LOG_LEVEL=DEBUG to log one).
+Exit status: 0 success, 1 an operation failed, 2 bad usage or configuration (by error class:
+bot.errors.REPORTS). Errors are one line on stderr; no traceback reaches the terminal (set LOG_LEVEL=DEBUG
+to log one).
 """
 
 from __future__ import annotations
@@ -14,22 +15,21 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from bot import __version__
-from bot.config import ConfigError, Settings, load_environment, redact_url
-from bot.feed import FeedError
-from bot.search.query import SearchError
-from bot.store import StoreError
+from bot.config import Settings, load_environment, redact_url
+from bot.errors import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    BotError,
+    Failure,
+    IndexReadError,
+    ServeError,
+    UsageError,
+    report,
+)
+from bot.models import PollResult
 
 log = logging.getLogger("bot")
-
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-
-
-class Failure(Exception):
-    """An operation failed; the message is the one line the user reads (exit 1)."""
-
-
-class UsageError(Exception):
-    """Bad usage (exit 2)."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -72,18 +72,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _main(list(sys.argv[1:] if argv is None else argv))
-    except UsageError as exc:
-        _err(str(exc))
-        return EXIT_USAGE
-    except ConfigError as exc:
-        _err(f"configuration error: {exc}")
-        return EXIT_USAGE
-    except SearchError as exc:
-        _err(str(exc))
-        return EXIT_USAGE
-    except (Failure, FeedError, StoreError) as exc:
-        _err(str(exc))
-        return EXIT_FAILED
+    except BotError as exc:  # exit status and line by class: bot.errors.REPORTS
+        code, line = report(exc)
+        _err(line)
+        return code
     except KeyboardInterrupt:
         _err("interrupted")
         return 130
@@ -203,8 +195,6 @@ def cmd_poll(settings: Settings, args: argparse.Namespace) -> int:
         raise  # the object is already out (or nobody reads it)
     except Exception as exc:
         if args.json:  # a failure before any result still prints the object, saying what went wrong
-            from bot.poller import PollResult
-
             dry = {"dry_run": True} if args.dry_run else {}
             error = " ".join(str(exc).split())[:300] or type(exc).__name__
             _out(json.dumps({**PollResult().as_json(), **dry, "error": error}, ensure_ascii=False))
@@ -278,7 +268,7 @@ def cmd_backfill(settings: Settings, args: argparse.Namespace) -> int:
                 )
             else:
                 result = research_index.backfill(open_store(settings), client, url, progress=progress)
-    except research_index.IndexReadError as exc:
+    except IndexReadError as exc:
         raise Failure(f"backfill failed: {exc}") from None
     finally:
         if tty:
@@ -395,7 +385,7 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
             return cmd_shell(settings, args)
         raise UsageError(f"cannot serve: {what} (copy .env.example to .env and fill it in)")
     _ = settings.port  # only serve uses PORT: a malformed one stops it here (exit 2), before anything starts
-    from bot.server import ServeError, serve
+    from bot.server import serve
 
     try:
         return serve(settings)

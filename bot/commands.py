@@ -22,11 +22,12 @@ from slack_sdk.errors import SlackApiError
 from bot import views
 from bot.blocks import escape
 from bot.config import Settings
+from bot.errors import SearchError, StoreError
 from bot.search.highlight import matcher_for_text
 from bot.search.index import SearchIndex
 from bot.search.match import split_keywords
-from bot.search.query import SearchError, parse_query
-from bot.store import Store, StoreError
+from bot.search.query import parse_query
+from bot.store import Store
 from bot.views import SHARE_ACTION_ID, Blocks
 
 if TYPE_CHECKING:

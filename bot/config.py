@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse, urlsplit, urlunsplit
 
+from bot.errors import ConfigError
+
 DEFAULT_FEED_URL = "https://machinelearning.apple.com/rss.xml"
 DEFAULT_SLACK_API_URL = "https://slack.com/api/"
 DEFAULT_DATABASE_URL = "sqlite:///mlresearch.db"
@@ -24,14 +26,6 @@ DEFAULT_SLACK_SCOPES = ("commands", "chat:write", "channels:history", "groups:hi
                         "groups:read")
 
 LOG_LEVELS = ("CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG")
-
-
-class ConfigError(Exception):
-    """A missing or malformed configuration value; `variable` names it."""
-
-    def __init__(self, variable: str, message: str) -> None:
-        super().__init__(f"{variable}: {message}")
-        self.variable = variable
 
 
 @dataclass(frozen=True)

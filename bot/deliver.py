@@ -47,8 +47,8 @@ from slack_sdk.errors import SlackApiError
 
 from bot import blocks
 from bot.config import Settings
-from bot.feed import Item
-from bot.poller import DeliveryReport
+from bot.errors import WorkspaceUnavailable
+from bot.models import Delivery, DeliveryReport, Item
 from bot.slackweb import (
     BLOCKS_ERRORS,
     CHANNEL_ERRORS,
@@ -61,7 +61,7 @@ from bot.slackweb import (
     make_client,
     posting_client,
 )
-from bot.store import Delivery, Store, utcnow
+from bot.store import Store, utcnow
 
 log = logging.getLogger("bot.deliver")
 
@@ -101,16 +101,6 @@ def posted_ts(messages: Sequence[dict[str, Any]], item_id: str) -> str | None:
         if metadata.get("event_type") == blocks.EVENT_TYPE and payload.get("item_id") == item_id:
             return str(message["ts"])
     return None
-
-
-class WorkspaceUnavailable(Exception):
-    """`client_for(team_id)` has no client for a workspace (not installed, or Slack refused to refresh its
-    token): its rows fail with `reason`; with `disable`, the workspace is disabled until it is reinstalled."""
-
-    def __init__(self, reason: str, *, disable: bool = False) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.disable = disable
 
 
 class _Defer(Exception):

@@ -3,16 +3,8 @@
     fetch(client, url, validators) -> Fetched | NotModified     (httpx; conditional GET; size and time caps)
     parse(content) -> list[Item]                                 (feedparser; oldest first)
 
-Every failure is a `FeedError` whose `kind` says which:
-
-    FeedError
-      kind = "network"     DNS, refused connection, TLS, too many redirects, a redirect to a local address
-      kind = "timeout"     connect or total time exceeded
-      kind = "http"        a 4xx/5xx answer (`status` holds the code)
-      kind = "too_large"   the body passed the size cap (checked while streaming)
-      kind = "not_a_feed"  the body parsed but is not RSS/Atom (an HTML page, say)
-      kind = "malformed"   broken XML, declared entities (an entity bomb), an unreadable file
-
+Every failure is a `FeedError` subclass (bot.errors): FeedNetworkError, FeedTimeout, FeedHTTPError
+(`status`), FeedTooLarge, FeedNotAFeed, FeedMalformed; its `kind` names it in log lines.
 Its message is one line, suitable for a log, a CLI error or a Slack reply.
 """
 
@@ -26,15 +18,23 @@ import re
 import socket
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, unquote, urlencode, urljoin, urlsplit, urlunsplit
 
 from bot import __version__
 from bot.config import redact_url
+from bot.errors import (
+    FeedHTTPError,
+    FeedMalformed,
+    FeedNetworkError,
+    FeedNotAFeed,
+    FeedTimeout,
+    FeedTooLarge,
+)
+from bot.models import Fetched, Item, Kind, NotModified, Validators
 
 if TYPE_CHECKING:  # httpx and feedparser are imported when first used: `serve` answers before it polls
     import httpx
@@ -48,54 +48,11 @@ ACCEPT = "application/rss+xml, application/atom+xml, application/xml;q=0.9, text
 MAX_TITLE_CHARS = 1_000
 MAX_SUMMARY_CHARS = 20_000
 
-Kind = Literal["research", "update"]
 Resolver = Callable[[str], Iterable[str]]  # a host name -> its IP addresses, as strings
+NO_VALIDATORS = Validators()
 TRACKING_PARAMS = frozenset(
     {"fbclid", "gclid", "dclid", "msclkid", "mc_cid", "mc_eid", "igshid", "ref_src", "_hsenc", "_hsmi"}
 )
-
-
-class FeedError(Exception):
-    """A feed could not be fetched or parsed. `kind` is one of the kinds in the module docstring."""
-
-    def __init__(self, kind: str, message: str, *, status: int | None = None) -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.status = status
-
-    def __str__(self) -> str:
-        return " ".join(str(self.args[0]).split())
-
-
-@dataclass(frozen=True)
-class Item:
-    """One feed entry. `id` is its identity: the canonical link."""
-
-    id: str
-    guid: str | None
-    title: str
-    link: str
-    summary: str
-    published: datetime
-    kind: Kind
-    authors: tuple[str, ...] = field(default=())
-
-
-@dataclass(frozen=True)
-class Validators:
-    etag: str | None = None
-    last_modified: str | None = None
-
-
-@dataclass(frozen=True)
-class Fetched:
-    content: bytes
-    validators: Validators
-
-
-@dataclass(frozen=True)
-class NotModified:
-    validators: Validators
 
 
 def make_client(
@@ -147,7 +104,7 @@ def is_public_host(host: str, resolve: Resolver = resolve_host) -> bool:
 def fetch(
     client: httpx.Client,
     url: str,
-    validators: Validators = Validators(),
+    validators: Validators = NO_VALIDATORS,
     *,
     max_bytes: int = MAX_FEED_BYTES,
     total_timeout: float | None = None,
@@ -192,15 +149,15 @@ def fetch(
                 from_public = is_public_host(urlsplit(url).hostname or "", resolve)
             if from_public and not is_public_host(request.url.host, resolve):
                 target = redact_url(str(request.url))
-                raise FeedError("network", f"{shown} redirected to {target}, which is not a public address")
-        raise FeedError("network", f"{shown} redirected more than {MAX_REDIRECTS} times")
+                raise FeedNetworkError(f"{shown} redirected to {target}, which is not a public address")
+        raise FeedNetworkError(f"{shown} redirected more than {MAX_REDIRECTS} times")
     except httpx.TimeoutException:
-        raise FeedError("timeout", f"{shown} timed out after {total_timeout:g} s") from None
+        raise FeedTimeout(f"{shown} timed out after {total_timeout:g} s") from None
     except httpx.DecodingError as exc:
         reason = _shown(exc)
-        raise FeedError("malformed", f"{shown} sent a body that could not be decoded ({reason})") from None
+        raise FeedMalformed(f"{shown} sent a body that could not be decoded ({reason})") from None
     except (httpx.HTTPError, httpx.InvalidURL, httpx.StreamError) as exc:
-        raise FeedError("network", f"{shown} could not be reached: {_shown(exc)}") from None
+        raise FeedNetworkError(f"{shown} could not be reached: {_shown(exc)}") from None
 
 
 class Deadline:
@@ -212,10 +169,10 @@ class Deadline:
         self.shown = shown
 
     def left(self) -> float:
-        """The seconds left; a "timeout" FeedError when there are none."""
+        """The seconds left; a FeedTimeout when there are none."""
         left = self.at - time.monotonic()
         if left <= 0:
-            raise FeedError("timeout", f"{self.shown} timed out after {self.seconds:g} s")
+            raise FeedTimeout(f"{self.shown} timed out after {self.seconds:g} s")
         return left
 
 
@@ -231,17 +188,17 @@ def _answer(
             )
         )
     if response.status_code >= 300:
-        raise FeedError("http", f"{shown} answered HTTP {response.status_code}", status=response.status_code)
+        raise FeedHTTPError(f"{shown} answered HTTP {response.status_code}", status=response.status_code)
     declared = response.headers.get("Content-Length")
     if declared and declared.isdigit() and int(declared) > max_bytes:
-        raise FeedError("too_large", f"{shown} is {int(declared)} bytes, over the {max_bytes}-byte cap")
+        raise FeedTooLarge(f"{shown} is {int(declared)} bytes, over the {max_bytes}-byte cap")
     content = read_capped(response, max_bytes, deadline, shown)
     return Fetched(content, Validators(response.headers.get("ETag"), response.headers.get("Last-Modified")))
 
 
 def read_capped(response: httpx.Response, max_bytes: int, deadline: Deadline, shown: str) -> bytes:
-    """A streamed response's (decoded) body, in the calling thread: a "too_large" FeedError past `max_bytes`,
-    a "timeout" one past the deadline (checked between chunks; each read waits at most the time left)."""
+    """A streamed response's (decoded) body, in the calling thread: a FeedTooLarge past `max_bytes`,
+    a FeedTimeout past the deadline (checked between chunks; each read waits at most the time left)."""
     import httpx
 
     # The read timeout of the body is taken from the request when its first chunk is asked for (httpcore's
@@ -253,7 +210,7 @@ def read_capped(response: httpx.Response, max_bytes: int, deadline: Deadline, sh
     for chunk in response.iter_bytes():
         size += len(chunk)
         if size > max_bytes:
-            raise FeedError("too_large", f"{shown} passed the {max_bytes}-byte cap while downloading")
+            raise FeedTooLarge(f"{shown} passed the {max_bytes}-byte cap while downloading")
         deadline.left()
         chunks.append(chunk)
     return b"".join(chunks)
@@ -264,10 +221,10 @@ def _fetch_file(url: str, validators: Validators, max_bytes: int) -> Fetched | N
     try:
         size = path.stat().st_size
         if size > max_bytes:
-            raise FeedError("too_large", f"{path} is {size} bytes, over the {max_bytes}-byte cap")
+            raise FeedTooLarge(f"{path} is {size} bytes, over the {max_bytes}-byte cap")
         content = path.read_bytes()
     except OSError as exc:
-        raise FeedError("network", f"{path} could not be read: {exc.strerror or exc}") from None
+        raise FeedNetworkError(f"{path} could not be read: {exc.strerror or exc}") from None
     digest = '"' + hashlib.sha256(content).hexdigest()[:32] + '"'
     if validators.etag == digest:
         return NotModified(validators)
@@ -295,7 +252,7 @@ def parse(content: bytes) -> list[Item]:
 
     head = content[:65536]
     if _declares_entities(content):
-        raise FeedError("malformed", "the feed declares XML entities, which are refused (entity expansion)")
+        raise FeedMalformed("the feed declares XML entities, which are refused (entity expansion)")
     # No base URL on purpose: with one, feedparser turns bare-slug guids into wrong absolute URLs.
     parsed: Any = feedparser.parse(
         content, response_headers={}, sanitize_html=True, resolve_relative_uris=False
@@ -306,11 +263,11 @@ def parse(content: bytes) -> list[Item]:
         if not isinstance(exc, feedparser.CharacterEncodingOverride | feedparser.NonXMLContentType):
             if not version or not parsed.entries:
                 if _looks_like_html(head):
-                    raise FeedError("not_a_feed", "the answer is an HTML page, not an RSS or Atom feed")
-                raise FeedError("malformed", f"the feed is not well-formed XML ({_one_line(exc)})")
-            raise FeedError("malformed", f"the feed is not well-formed XML ({_one_line(exc)})")
+                    raise FeedNotAFeed("the answer is an HTML page, not an RSS or Atom feed")
+                raise FeedMalformed(f"the feed is not well-formed XML ({_one_line(exc)})")
+            raise FeedMalformed(f"the feed is not well-formed XML ({_one_line(exc)})")
     if not version:
-        raise FeedError("not_a_feed", "the answer is not an RSS or Atom feed")
+        raise FeedNotAFeed("the answer is not an RSS or Atom feed")
     base = parsed.feed.get("link") or ""
     now = datetime.now(UTC)
     ordered: list[tuple[int, Item]] = []

@@ -20,25 +20,26 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import threading
 import time
-from contextlib import AbstractContextManager
 from typing import Any
 
 from slack_bolt import Ack, App, Respond
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
+from bot import commands, views
+from bot.commands import Invocation, Services
+
 log = logging.getLogger("bot.listeners")
 
 COMMAND = "/mlresearch"
-SHARE_ACTION_ID = "share_reply"  # == bot.commands.SHARE_ACTION_ID (checked in the tests)
+SHARE_ACTION_ID = commands.SHARE_ACTION_ID
 WORKING = "Working on it… the answer will appear here in a moment."
 SORRY = "Sorry, something went wrong on our side; please try again in a minute."
 
 
-def register(app: App, services: Any) -> None:
-    """Attach every listener to `app`. `services` is a `bot.commands.Services`."""
+def register(app: App, services: Services) -> None:
+    """Attach every listener to `app`."""
     listeners = _Listeners(services)
     # Bolt runs the first listener that matches: a fast command is answered in the ack with no lazy hand-off
     # (no request copy, no extra thread), and is matched first (each listener tried costs a match); what
@@ -73,50 +74,29 @@ def _one_line(error: object, limit: int = 200) -> str:
 
 
 class _Listeners:
-    def __init__(self, services: Any) -> None:
+    def __init__(self, services: Services) -> None:
         self.services = services
-        self._local = threading.local()
 
     # /mlresearch ------------------------------------------------------------------------------------
 
     def is_fast(self, body: dict[str, Any]) -> bool:
-        from bot import commands
-
         return not commands.is_slow(_invocation(body), self.services)
 
     def command_deferred(self, ack: Ack, body: dict[str, Any]) -> None:
         ack(response_type="ephemeral", text=WORKING)
         _log_command(_invocation(body), "deferred", time.perf_counter())
 
-    def for_request(self, client: WebClient | None) -> Any:
-        """The services for one request: over this thread's view of the store (`_thread_store`), and in OAuth
-        mode with the request's client (its workspace's token)."""
+    def for_request(self, client: WebClient | None) -> Services:
+        """The services for one request: over the store's view for this thread (`Store.thread_view`), and in
+        OAuth mode with the request's client (its workspace's token)."""
         services = self.services
-        changes: dict[str, Any] = {}
-        store = self._thread_store(services.store)
-        if store is not services.store:
-            changes["store"] = store
-        if client is not None and getattr(services.settings, "oauth_enabled", False):
-            changes["slack"] = client
-        return dataclasses.replace(services, **changes) if changes else services
-
-    def _thread_store(self, store: Any) -> Any:
-        """With SQLite, a `session` of the store kept open for the life of this (request or lazy listener)
-        thread: one connection serves every request the thread answers, where each unit of work would open
-        and close its own (two per search). Other backends (PostgreSQL keeps its own pool) as they are."""
-        if getattr(store, "backend", None) != "sqlite":
-            return store
-        local = self._local
-        if getattr(local, "base", None) is not store:
-            session: AbstractContextManager[Any] = store.session()
-            local.view = session.__enter__()
-            # Kept with the view: the session ends, closing its connection, when the thread does.
-            local.session, local.base = session, store
-        return local.view
+        store = services.store.thread_view()
+        slack = client if client is not None and services.settings.oauth_enabled else services.slack
+        if store is services.store and slack is services.slack:
+            return services
+        return dataclasses.replace(services, store=store, slack=slack)
 
     def command_fast(self, ack: Ack, body: dict[str, Any], client: WebClient) -> None:
-        from bot import commands
-
         started = time.perf_counter()
         inv = _invocation(body)
         try:
@@ -129,8 +109,6 @@ class _Listeners:
         _log_command(inv, "answered", started)
 
     def command_lazy(self, body: dict[str, Any], respond: Respond, client: WebClient) -> None:
-        from bot import commands
-
         inv = _invocation(body)
         started = time.perf_counter()
         try:
@@ -151,8 +129,6 @@ class _Listeners:
     def share(self, body: dict[str, Any], respond: Respond | None, client: WebClient) -> None:
         """Post the shared content visibly through response_url and delete the ephemeral original; when the
         response_url no longer works (it expires after 30 minutes), post as the bot instead."""
-        from bot import commands
-
         action = (body.get("actions") or [{}])[0]
         user_id = str((body.get("user") or {}).get("id") or "")
         team_id = str((body.get("team") or {}).get("id") or (body.get("user") or {}).get("team_id") or "")
@@ -186,8 +162,6 @@ class _Listeners:
     # App Home ---------------------------------------------------------------------------------------
 
     def home(self, event: dict[str, Any], body: dict[str, Any], client: WebClient) -> None:
-        from bot import views
-
         if event.get("tab", "home") != "home":
             return
         team_id = _team(body)
@@ -250,9 +224,7 @@ def _channel(event: dict[str, Any]) -> str:
     return str(channel or "")
 
 
-def _invocation(body: dict[str, Any]) -> Any:
-    from bot.commands import Invocation
-
+def _invocation(body: dict[str, Any]) -> Invocation:
     return Invocation(
         text=str(body.get("text") or ""),
         team_id=str(body.get("team_id") or ""),
@@ -271,7 +243,7 @@ def _respond_ok(respond: Respond, **message: Any) -> bool:
         return False
 
 
-def _log_command(inv: Any, outcome: str, started: float) -> None:
+def _log_command(inv: Invocation, outcome: str, started: float) -> None:
     words = inv.text.split()
     sub = words[0].lower()[:20] if words else "help"
     log.info("event=slack_command outcome=%s sub=%s team=%s channel=%s user=%s ms=%.1f", outcome,

@@ -38,9 +38,10 @@ from slack_sdk.oauth.state_store import OAuthStateStore
 from slack_sdk.oauth.token_rotation import TokenRotator
 
 from bot.config import Settings
-from bot.secrets_at_rest import SecretError, TokenCipher, seal, unseal
+from bot.errors import SecretError, StoreError, WorkspaceUnavailable
+from bot.secrets_at_rest import TokenCipher, seal, unseal
 from bot.slackweb import TRANSPORT_ERRORS, make_client
-from bot.store import StoreError, utcnow
+from bot.store import utcnow
 
 if TYPE_CHECKING:
     from slack_bolt.authorization.authorize import InstallationStoreAuthorize
@@ -372,7 +373,7 @@ def _install_failed(args: FailureArgs) -> BoltResponse:
 
 class WorkspaceClients:
     """`client_for(team_id)` for the deliverer in OAuth mode: a client with that workspace's bot token,
-    refreshed first when it is about to expire. Raises `bot.deliver.WorkspaceUnavailable` when the workspace
+    refreshed first when it is about to expire. Raises `bot.errors.WorkspaceUnavailable` when the workspace
     has no installation (its deliveries fail with the reason; another workspace's token is never used), or
     when Slack refuses to refresh its token (the workspace is disabled until it is reinstalled)."""
 
@@ -383,8 +384,6 @@ class WorkspaceClients:
         self.api_url = settings.slack_api_url
 
     def __call__(self, team_id: str) -> WebClient:
-        from bot.deliver import WorkspaceUnavailable
-
         try:
             installation = self.installations.installation(installation_key(team_id, None))
         except SecretError as exc:

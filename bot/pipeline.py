@@ -26,8 +26,8 @@ import httpx
 from bot import deliver as slack_delivery
 from bot import feed, poller, research_index
 from bot.config import Settings
-from bot.feed import Item
-from bot.poller import Deliver, Enrich, Poller, PollResult
+from bot.models import Item, PollResult
+from bot.poller import Deliver, Enrich, Poller
 from bot.store import Store
 
 log = logging.getLogger("bot.pipeline")

@@ -11,48 +11,20 @@ import logging
 import random
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 
 import httpx
 
-from bot.feed import FeedError, Fetched, Item, fetch, parse
-from bot.store import LockTimeout, Store, StoreError
+from bot.errors import FeedError, LockTimeout, StoreError
+from bot.feed import fetch, parse
+from bot.models import DeliveryReport, Fetched, Item, PollResult
+from bot.store import Store
 
 log = logging.getLogger("bot.poller")
-
-
-@dataclass(frozen=True)
-class DeliveryReport:
-    delivered: int = 0
-    failed: int = 0
-
 
 Deliver = Callable[[Store], DeliveryReport]
 # Enrichment of newly polled items from the research index (issue 6): (store, client, new item ids).
 # It must never raise and never changes which items are new or queued; see research_index.enricher.
 Enrich = Callable[[Store, httpx.Client, Sequence[str]], object]
-
-
-@dataclass(frozen=True)
-class PollResult:
-    fetched: int = 0
-    new: int = 0
-    delivered: int = 0
-    failed: int = 0
-    not_modified: bool = False
-    baseline: bool = False
-    updated: int = 0
-    error: str | None = None
-    new_items: list[Item] = field(default_factory=list)
-
-    def as_json(self) -> dict[str, object]:
-        return {
-            "fetched": self.fetched,
-            "new": self.new,
-            "delivered": self.delivered,
-            "failed": self.failed,
-            "not_modified": self.not_modified,
-        }
 
 
 def poll_once(
@@ -138,7 +110,7 @@ def preview(store: Store, client: httpx.Client, feed_url: str) -> tuple[list[Ite
     if not isinstance(answer, Fetched):
         return [], False, 0
     items = parse(answer.content)
-    new, baseline = store.preview(items)
+    new, baseline = store.preview(feed_url, items)
     return new, baseline, len(items)
 
 

@@ -31,18 +31,10 @@ from urllib.parse import quote, urlsplit, urlunsplit
 import httpx
 
 from bot.config import redact_url
-from bot.feed import (
-    MAX_SUMMARY_CHARS,
-    MAX_TITLE_CHARS,
-    FeedError,
-    Fetched,
-    Item,
-    canonical_link,
-    fetch,
-    html_to_text,
-    kind_of,
-)
-from bot.store import Store, StoreError
+from bot.errors import FeedError, IndexReadError, StoreError
+from bot.feed import MAX_SUMMARY_CHARS, MAX_TITLE_CHARS, canonical_link, fetch, html_to_text, kind_of
+from bot.models import Fetched, Item
+from bot.store import Store
 
 log = logging.getLogger("bot.research_index")
 
@@ -59,13 +51,6 @@ META_BACKFILLED = "index_backfilled_at"
 META_PENDING = "index_enrich_pending"
 
 Progress = Callable[[str], None]
-
-
-class IndexReadError(Exception):
-    """The research index could not be fetched or read; the message is one line."""
-
-    def __str__(self) -> str:
-        return " ".join(str(self.args[0]).split()) if self.args else "the research index could not be read"
 
 
 @dataclass(frozen=True)

@@ -16,12 +16,9 @@ from typing import Any
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 
+from bot.errors import SecretError
+
 SEALED = "fernet"
-
-
-class SecretError(Exception):
-    """A sealed record cannot be opened (no key, or none of the keys is the one it was sealed with). The
-    message is one line and never holds a token or a key."""
 
 
 class TokenCipher:

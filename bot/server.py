@@ -43,7 +43,8 @@ from slack_bolt.request.payload_utils import (
 from slack_sdk.signature import SignatureVerifier
 
 from bot.config import Settings
-from bot.store import Store, StoreError, iso, open_store
+from bot.errors import ServeError, StoreError
+from bot.store import Store, iso, open_store
 
 if TYPE_CHECKING:
     from bot.poller import Poller
@@ -72,10 +73,6 @@ BOLT_READERS = (to_options, to_shortcut, to_action, to_view, to_command, to_even
 
 StartResponse = Callable[..., Any]
 WsgiApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
-
-
-class ServeError(Exception):
-    """`serve` could not start; the message is one line for the operator."""
 
 
 def health(store: Store) -> tuple[int, dict[str, Any]]:

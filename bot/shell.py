@@ -27,9 +27,11 @@ from bot.blocks import item_message
 from bot.commands import HANDLERS, Invocation, Reply, Services, handle, split
 from bot.config import Settings, redact_url
 from bot.deliver import LOCAL_TEAM_ID as SHELL_TEAM_ID
+from bot.errors import LockTimeout, StoreError
+from bot.models import DeliveryReport, PollResult
 from bot.pipeline import Pipeline
-from bot.poller import DeliveryReport, Poller, PollResult
-from bot.store import LockTimeout, SQLiteStore, Store, StoreError, open_store, utcnow
+from bot.poller import Poller
+from bot.store import SQLiteStore, Store, open_store, utcnow
 from bot.summarize import Summarizer
 
 SHELL_CHANNEL_ID = "CSHELL"

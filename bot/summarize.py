@@ -20,7 +20,9 @@ from datetime import date
 from typing import TYPE_CHECKING, Any
 
 from bot.config import Settings
-from bot.feed import Deadline, FeedError, Item, read_capped
+from bot.errors import FeedError, SummaryError
+from bot.feed import Deadline, read_capped
+from bot.models import Item
 from bot.search.highlight import matching_words, words
 from bot.search.index import SearchIndex
 from bot.search.query import Query, parse_query
@@ -46,10 +48,6 @@ _ABBREVIATIONS = ("e.g.", "i.e.", "et al.", "etc.", "vs.", "fig.", "eq.", "appro
 _BOUNDARY = re.compile(r"(?<=[.!?])[\"”’)]?\s+(?=[\"“(\[]?[A-Z0-9])")
 _CITATION = re.compile(r"\[(\d+(?:\s*[,;]\s*\d+)*)\]")
 _BULLET = re.compile(r"^\s*(?:[-*•·]|\d{1,2}[.)])\s+")
-
-
-class SummaryError(Exception):
-    """The abstractive summary could not be used; the extractive one is used instead."""
 
 
 @dataclass(frozen=True)

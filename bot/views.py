@@ -14,11 +14,12 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from bot.blocks import KIND_LABEL, cut, day, escape, format_authors, snippet, title_link
+from bot.models import FeedState, SearchHit, Subscription
 from bot.search.highlight import WordMatcher, highlighted_snippet
-from bot.store import FeedState, SearchHit, Subscription, utcnow
+from bot.store import utcnow
 
 if TYPE_CHECKING:
-    from bot.feed import Item
+    from bot.models import Item
     from bot.summarize import Summary
 
 COMMAND = "/mlresearch"

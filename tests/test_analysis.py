@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.feed import Item, kind_of
+from bot.feed import kind_of
+from bot.models import Item
 from bot.search.analysis import terms
 from bot.search.highlight import highlighted_snippet, matcher_for_text, matching_words, word_matcher, words
 from bot.search.index import SearchIndex

@@ -7,9 +7,10 @@ from datetime import UTC, datetime
 import pytest
 
 from bot.blocks import format_authors
-from bot.feed import Item
+from bot.errors import SearchError
+from bot.models import Item
 from bot.search.index import SearchIndex
-from bot.search.query import SearchError, parse_query
+from bot.search.query import parse_query
 from bot.search.query import search as run_search
 from bot.store import Store, open_store
 

@@ -13,7 +13,8 @@ import pytest
 
 from bot import cli, poller
 from bot import research_index as ri
-from bot.feed import Item, make_client
+from bot.feed import make_client
+from bot.models import Item
 from bot.store import SQLiteStore, Store
 from bot.store.sqlite import migration_set
 from tests.fakes.feed_server import FeedServer, Reply

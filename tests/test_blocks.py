@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from bot import blocks
-from bot.feed import Item
+from bot.models import Item
 
 EVIL = "<!channel> <@U123> <https://evil.example|click>"
 LINK = "https://machinelearning.apple.com/research/balcaprl-mllm-image-captioning"

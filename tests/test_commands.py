@@ -14,7 +14,8 @@ from slack_sdk.errors import SlackApiError
 
 from bot.commands import SHARE_ACTION_ID, Invocation, Reply, Services, handle, is_slow, shared
 from bot.config import Settings
-from bot.store import SQLiteStore, Store, StoreError
+from bot.errors import StoreError
+from bot.store import SQLiteStore, Store
 from bot.summarize import Summarizer
 from tests.fakes.archive import filled_store, make_item
 

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.config import ConfigError, Settings, load_environment, sqlite_path
+from bot.config import Settings, load_environment, sqlite_path
+from bot.errors import ConfigError
 
 
 def test_defaults_need_no_environment():

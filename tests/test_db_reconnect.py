@@ -20,8 +20,10 @@ import pytest
 
 from bot import commands
 from bot.config import Settings
-from bot.poller import Poller, PollResult
-from bot.store import Store, StoreError, open_store
+from bot.errors import StoreError
+from bot.models import PollResult
+from bot.poller import Poller
+from bot.store import Store, open_store
 from tests.conftest import PG_URL
 from tests.fakes.slack_sender import ROOT
 from tests.fakes.tcp_proxy import TcpProxy

@@ -21,7 +21,8 @@ import pytest
 from bot import blocks, deliver
 from bot.config import Settings
 from bot.deliver import Deliverer
-from bot.feed import Item, Validators, parse
+from bot.feed import parse
+from bot.models import Item, Validators
 from bot.slackweb import make_client
 from bot.store import SQLiteStore, Store
 from tests.fakes.slack_api import FakeSlack
@@ -407,14 +408,14 @@ def bot_env(tmp_path: Path, slack: FakeSlack, feed: Path) -> dict[str, str]:
 
 def test_poll_json_counts_delivered_and_failed(tmp_path: Path, slack_api: FakeSlack) -> None:
     rss_guids = [str(i.guid) for i in RSS]
-    env = bot_env(tmp_path, slack_api, feed_file(tmp_path / "old.xml", rss_guids))
+    env = bot_env(tmp_path, slack_api, feed_file(tmp_path / "feed.xml", rss_guids))
     assert subprocess.run([sys.executable, "-m", "bot", "poll"], env=env, cwd=tmp_path,
                           capture_output=True).returncode == 0
     store = SQLiteStore(tmp_path / "bot.db")
     for channel in ("C1", "C2", "C3"):
         store.subscribe(TEAM, channel, "U1")
     slack_api.fault("chat.postMessage", channel="C3", error="is_archived", times=None)
-    env["FEED_URL"] = str(feed_file(tmp_path / "new.xml", [*rss_guids, str(NEW[0].guid), str(NEW[1].guid)]))
+    feed_file(tmp_path / "feed.xml", [*rss_guids, str(NEW[0].guid), str(NEW[1].guid)])  # the feed moves on
     done = subprocess.run([sys.executable, "-m", "bot", "poll", "--json"], env=env, cwd=tmp_path,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
@@ -429,13 +430,13 @@ def test_kill_9_in_the_middle_of_fan_out_then_rerun_delivers_exactly_once(
     channels = [f"C{n:02d}" for n in range(30)]
     new_guids = [str(i.guid) for i in NEW[:2]]
     rss_guids = [str(i.guid) for i in RSS]
-    env = bot_env(tmp_path, slack_api, feed_file(tmp_path / "old.xml", rss_guids))
+    env = bot_env(tmp_path, slack_api, feed_file(tmp_path / "feed.xml", rss_guids))
     assert subprocess.run([sys.executable, "-m", "bot", "poll"], env=env, cwd=tmp_path,
                           capture_output=True).returncode == 0
     store = SQLiteStore(tmp_path / "bot.db")
     for channel in channels:
         store.subscribe(TEAM, channel, "U1")
-    env["FEED_URL"] = str(feed_file(tmp_path / "new.xml", rss_guids + new_guids))
+    feed_file(tmp_path / "feed.xml", rss_guids + new_guids)  # the feed moves on
     slack_api.latency = 0.2  # each post lands in the channel 0.2 s before the bot hears back
 
     victim = run_bot(env, "poll", cwd=tmp_path, stderr=subprocess.DEVNULL)

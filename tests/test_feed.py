@@ -12,7 +12,17 @@ from pathlib import Path
 import pytest
 
 from bot import feed
-from bot.feed import FeedError, Fetched, Item, NotModified, Validators, canonical_link, fetch, parse
+from bot.errors import (
+    FeedError,
+    FeedHTTPError,
+    FeedMalformed,
+    FeedNetworkError,
+    FeedNotAFeed,
+    FeedTimeout,
+    FeedTooLarge,
+)
+from bot.feed import canonical_link, fetch, parse
+from bot.models import Fetched, Item, NotModified, Validators
 from tests.fakes.feed_server import Reply
 
 DATA = Path(__file__).parent / "data"
@@ -131,18 +141,17 @@ def test_redirects_are_followed_up_to_five(feed_server, client):
 def test_a_sixth_redirect_is_a_network_error(feed_server, client):
     feed_server.feed("/rss.xml", RSS)
     url = feed_server.redirect("/loop", "/rss.xml", hops=6)
-    with pytest.raises(FeedError) as err:
+    with pytest.raises(FeedNetworkError) as err:
         fetch(client, url)
-    assert err.value.kind == "network"
     assert "redirect" in str(err.value)
     assert not feed_server.requests_to("/rss.xml")
 
 
 def test_a_redirect_without_location_is_an_http_error(feed_server, client):
     url = feed_server.route("/nowhere", Reply(status=302))
-    with pytest.raises(FeedError) as err:
+    with pytest.raises(FeedHTTPError) as err:
         fetch(client, url)
-    assert err.value.kind == "http" and err.value.status == 302
+    assert err.value.status == 302
 
 
 # --- fetch: failures ----------------------------------------------------------------------------------
@@ -151,9 +160,8 @@ def test_a_redirect_without_location_is_an_http_error(feed_server, client):
 @pytest.mark.parametrize("status", [404, 410, 500, 503])
 def test_http_errors_are_typed_with_their_status(feed_server, client, status):
     url = feed_server.route("/rss.xml", Reply(status=status, body=b"oops", content_type="text/plain"))
-    with pytest.raises(FeedError) as err:
+    with pytest.raises(FeedHTTPError) as err:
         fetch(client, url)
-    assert err.value.kind == "http"
     assert err.value.status == status
     assert str(status) in str(err.value)
     assert "\n" not in str(err.value)
@@ -162,76 +170,67 @@ def test_http_errors_are_typed_with_their_status(feed_server, client, status):
 def test_slow_headers_time_out_quickly(feed_server, client):
     url = feed_server.route("/slow", Reply(body=RSS, delay=5))
     start = time.monotonic()
-    with pytest.raises(FeedError) as err:
+    with pytest.raises(FeedTimeout):
         fetch(client, url, total_timeout=0.5)
-    assert err.value.kind == "timeout"
     assert time.monotonic() - start < 2
 
 
 def test_a_trickling_body_hits_the_total_deadline(feed_server, client):
     url = feed_server.route("/trickle", Reply(body=RSS, endless=True, chunk_size=10, chunk_delay=0.05))
     start = time.monotonic()
-    with pytest.raises(FeedError) as err:
+    with pytest.raises(FeedTimeout):
         fetch(client, url, total_timeout=0.6)
-    assert err.value.kind == "timeout"
     assert time.monotonic() - start < 2
 
 
 def test_make_client_timeouts_apply(feed_server):
     url = feed_server.route("/slow", Reply(body=RSS, delay=5))
     start = time.monotonic()
-    with feed.make_client(total_timeout=0.4) as short, pytest.raises(FeedError) as err:
+    with feed.make_client(total_timeout=0.4) as short, pytest.raises(FeedTimeout):
         fetch(short, url, total_timeout=0.4)
-    assert err.value.kind == "timeout"
     assert time.monotonic() - start < 2
 
 
 def test_an_endless_body_without_content_length_is_cut_at_the_cap_while_streaming(feed_server, client):
     url = feed_server.route("/huge", Reply(body=b"<rss>" + b"x" * 1000, endless=True))
-    with pytest.raises(FeedError) as err:
+    with pytest.raises(FeedTooLarge) as err:
         fetch(client, url)  # the default 5 MiB cap: an endless body can only end by the cap
-    assert err.value.kind == "too_large"
     assert str(feed.MAX_FEED_BYTES) in str(err.value)
     assert "Content-Length" not in feed_server.requests_to("/huge")[0].headers
 
 
 def test_a_small_cap_stops_the_download_early(feed_server, client):
     url = feed_server.route("/big", Reply(body=RSS * 20, stream=True, chunk_size=4096))
-    with pytest.raises(FeedError) as err:
+    with pytest.raises(FeedTooLarge):
         fetch(client, url, max_bytes=10_000)
-    assert err.value.kind == "too_large"
 
 
 def test_a_declared_oversize_content_length_is_refused(feed_server, client):
     url = feed_server.feed("/big", b"x" * 20_000)
-    with pytest.raises(FeedError) as err:
+    with pytest.raises(FeedTooLarge):
         fetch(client, url, max_bytes=10_000)
-    assert err.value.kind == "too_large"
 
 
 def test_the_cap_counts_decompressed_bytes_so_a_gzip_bomb_is_refused(feed_server, client):
     body = b"<rss>" + b" " * 200_000
     assert len(gzip.compress(body)) < 10_000
     url = feed_server.feed("/bomb.xml", body, gzip=True)
-    with pytest.raises(FeedError) as err:
+    with pytest.raises(FeedTooLarge):
         fetch(client, url, max_bytes=50_000)
-    assert err.value.kind == "too_large"
 
 
 def test_a_refused_connection_is_a_network_error(client):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    with pytest.raises(FeedError) as err:
+    with pytest.raises(FeedNetworkError) as err:
         fetch(client, f"http://127.0.0.1:{port}/rss.xml")
-    assert err.value.kind == "network"
     assert "\n" not in str(err.value)
 
 
 def test_an_unknown_host_is_a_network_error(client):
-    with pytest.raises(FeedError) as err:
+    with pytest.raises((FeedNetworkError, FeedTimeout)):
         fetch(client, "http://feed.invalid/rss.xml", total_timeout=3)
-    assert err.value.kind in ("network", "timeout")
 
 
 # --- fetch: files -------------------------------------------------------------------------------------
@@ -260,7 +259,7 @@ def test_an_unchanged_file_is_not_modified(tmp_path):
 
 
 def test_a_missing_file_is_a_feed_error(tmp_path):
-    with feed.make_client() as c, pytest.raises(FeedError) as err:
+    with feed.make_client() as c, pytest.raises(FeedNetworkError) as err:
         fetch(c, str(tmp_path / "missing.xml"))
     assert "missing.xml" in str(err.value)
 
@@ -268,9 +267,8 @@ def test_a_missing_file_is_a_feed_error(tmp_path):
 def test_an_oversize_file_is_refused(tmp_path):
     path = tmp_path / "feed.xml"
     path.write_bytes(RSS)
-    with feed.make_client() as c, pytest.raises(FeedError) as err:
+    with feed.make_client() as c, pytest.raises(FeedTooLarge):
         fetch(c, str(path), max_bytes=1000)
-    assert err.value.kind == "too_large"
 
 
 # --- parse ----------------------------------------------------------------------------------------------
@@ -415,17 +413,15 @@ def test_tracking_parameters_and_guid_churn_do_not_change_identity():
 
 
 def test_broken_xml_is_malformed():
-    with pytest.raises(FeedError) as err:
+    with pytest.raises(FeedMalformed) as err:
         parse(RSS[: len(RSS) // 2])
-    assert err.value.kind == "malformed"
     assert "\n" not in str(err.value)
 
 
 def test_an_html_page_is_not_a_feed():
     page = b"<!DOCTYPE html><html><head><title>Apple</title></head><body><p>Hello<br></body></html>"
-    with pytest.raises(FeedError) as err:
+    with pytest.raises(FeedNotAFeed):
         parse(page)
-    assert err.value.kind == "not_a_feed"
 
 
 def test_an_html_page_served_in_place_of_the_feed_is_not_a_feed(feed_server, client):
@@ -438,16 +434,14 @@ def test_an_html_page_served_in_place_of_the_feed_is_not_a_feed(feed_server, cli
     )
     answer = fetch(client, url)
     assert isinstance(answer, Fetched)
-    with pytest.raises(FeedError) as err:
+    with pytest.raises(FeedNotAFeed):
         parse(answer.content)
-    assert err.value.kind == "not_a_feed"
 
 
 @pytest.mark.parametrize("body", [b"", b"   ", b"just some text", b'{"json": true}'])
 def test_empty_or_non_xml_bodies_are_refused(body):
-    with pytest.raises(FeedError) as err:
+    with pytest.raises((FeedNotAFeed, FeedMalformed)):
         parse(body)
-    assert err.value.kind in ("not_a_feed", "malformed")
 
 
 def _billion_laughs(encoding: str) -> bytes:
@@ -464,13 +458,20 @@ def _billion_laughs(encoding: str) -> bytes:
 @pytest.mark.parametrize("encoding", ["utf-8", "utf-16", "utf-16-be", "utf-32"])
 def test_an_entity_bomb_is_refused_quickly(encoding):
     start = time.monotonic()
-    with pytest.raises(FeedError) as err:
+    with pytest.raises(FeedMalformed) as err:
         parse(_billion_laughs(encoding))
-    assert err.value.kind == "malformed"
     assert "entit" in str(err.value)
     assert time.monotonic() - start < 0.5
 
 
 def test_every_feed_error_message_is_one_line():
-    err = FeedError("network", "first line\nsecond   line\r\n")
+    err = FeedNetworkError("first line\nsecond   line\r\n")
     assert str(err) == "first line second line"
+
+
+def test_each_feed_failure_is_a_class_whose_kind_names_it_in_log_lines():
+    classes = (FeedNetworkError, FeedTimeout, FeedHTTPError, FeedTooLarge, FeedNotAFeed, FeedMalformed)
+    kinds = {cls: cls.kind for cls in classes}
+    assert list(kinds.values()) == ["network", "timeout", "http", "too_large", "not_a_feed", "malformed"]
+    assert all(issubclass(cls, FeedError) for cls in kinds)
+    assert FeedHTTPError("HTTP 503", status=503).status == 503

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from pathlib import Path
 from typing import Any
@@ -79,3 +80,23 @@ def test_oauth_requests_get_their_workspace_client_and_the_thread_store(tmp_path
     services = handlers.for_request("workspace client")
     assert services.slack == "workspace client" and services.store is not store
     assert services.store is handlers.for_request(None).store
+
+
+def test_a_threads_sqlite_view_is_kept_for_the_thread_and_closed_when_it_ends(tmp_path: Path) -> None:
+    store = filled_store(tmp_path)
+    opened: list[Any] = []
+
+    def work() -> None:
+        view = store.thread_view()
+        assert view is not store and store.thread_view() is view and view.thread_view() is view
+        with view.connect() as db:
+            opened.append(db.raw)
+        with view.connect() as db:
+            assert db.raw is opened[0]
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join()
+    with pytest.raises(sqlite3.ProgrammingError):  # the thread ended, and with it its session
+        opened[0].execute("SELECT 1")
+    assert store.count_items() > 0

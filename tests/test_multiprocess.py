@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.feed import Validators, parse
+from bot.feed import parse
+from bot.models import Validators
 from bot.store import open_store
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.slack_sender import SECRET, TOKEN, ServeProcess, clean_env

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from bot.commands import Invocation, Services, handle
-from bot.config import ConfigError, Settings
+from bot.config import Settings
+from bot.errors import ConfigError
 from bot.shell import PROMPT, Console, run
 from bot.store import SQLiteStore
 from tests.fakes.archive import ARCHIVE, RSS, filled_store

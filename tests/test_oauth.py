@@ -24,8 +24,10 @@ import pytest
 from slack_sdk.oauth.installation_store import Installation
 
 from bot import deliver, oauth
-from bot.config import DEFAULT_SLACK_SCOPES, ConfigError, Settings
-from bot.feed import Validators, parse
+from bot.config import DEFAULT_SLACK_SCOPES, Settings
+from bot.errors import ConfigError
+from bot.feed import parse
+from bot.models import Validators
 from bot.oauth import StoreInstallations, StoreStates, from_record, to_record
 from bot.server import OAUTH_PATHS, Router
 from bot.store import Store, open_store, utcnow
@@ -297,7 +299,7 @@ def test_an_uninstall_forgets_the_workspace(
     # a poll finds new items: pending rows for both workspaces
     feed = home / f"{event}.xml"
     feed.write_text(newer_feed(event))
-    assert len(store.ingest(str(feed), parse(feed.read_bytes()), Validators()).new) == 2
+    assert len(store.ingest(str(home / "feed.xml"), parse(feed.read_bytes()), Validators()).new) == 2
     assert {d.team_id for d in store.open_deliveries()} >= {team, other}
     body = {"type": event, **({"tokens": {"bot": ["UBOT" + team]}} if event == "tokens_revoked" else {})}
     status, _raw = bot.event(body, team=team)

@@ -18,8 +18,8 @@ import pytest
 from bot import cli, server, shell
 from bot import research_index as ri
 from bot.config import Settings
+from bot.models import DeliveryReport, PollResult
 from bot.pipeline import Pipeline
-from bot.poller import DeliveryReport, PollResult
 from bot.store import Store, open_store
 from tests.fakes.feed_server import FeedServer, Reply
 from tests.fakes.research_index import INDEX_FIXTURE

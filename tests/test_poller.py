@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from bot import feed, poller
-from bot.poller import DeliveryReport, poll_once
+from bot.models import DeliveryReport
+from bot.poller import poll_once
 from bot.store import SQLiteStore, Store
 from tests.fakes.feed_server import Reply
 

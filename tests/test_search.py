@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from bot.feed import Item, Validators, parse
-from bot.search.index import READY_WAIT, SearchIndex, SearchUnavailable, edits
-from bot.search.query import MAX_QUERY_CHARS, SearchError, parse_query
+from bot.errors import SearchError, SearchUnavailable
+from bot.feed import parse
+from bot.models import Item, Validators
+from bot.search.index import READY_WAIT, SearchIndex, edits
+from bot.search.query import MAX_QUERY_CHARS, parse_query
 from bot.search.query import search as run_search
 from bot.store import SQLiteStore, Store, open_store
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.feed import Item, kind_of
+from bot.feed import kind_of
+from bot.models import Item
 from bot.search.index import SearchIndex
 from bot.search.query import search
 from bot.store import SQLiteStore, Store, open_store

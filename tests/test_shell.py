@@ -113,7 +113,7 @@ class SlowStdin:
 def test_background_polls_print_new_items_as_they_would_post(tmp_path: Path) -> None:
     feed = tmp_path / "feed.xml"
     feed.write_bytes(RSS.read_bytes())
-    store = filled_store(tmp_path, RSS)  # baseline already taken
+    store = filled_store(tmp_path, feed)  # this feed's baseline already taken
     store.subscribe(SHELL_TEAM_ID, SHELL_CHANNEL_ID, "USHELL")
     feed.write_bytes(ARCHIVE.read_bytes())
     settings = Settings(database_url=f"sqlite:///{store.path}", feed_url=str(feed), poll_interval=1)

@@ -15,10 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from bot.feed import Validators, parse
+from bot.errors import LockTimeout
+from bot.feed import parse
+from bot.models import Validators
 from bot.search.index import SearchIndex
 from bot.search.query import search
-from bot.store import MIGRATIONS, LockTimeout, SQLiteStore, Store, open_store
+from bot.store import MIGRATIONS, SQLiteStore, Store, open_store
 
 DATA = Path(__file__).parent / "data"
 RSS = parse((DATA / "apple_ml_rss.xml").read_bytes())
@@ -123,7 +125,7 @@ def test_the_first_poll_records_every_item_as_seen_and_queues_nothing(store):
     assert result.queued == 0
     assert store.count_items() == 10
     assert store.open_deliveries() == []
-    assert store.is_baselined()
+    assert store.is_baselined() and store.is_baselined(URL) and not store.is_baselined(URL + "?other")
 
 
 def test_after_the_baseline_an_item_is_new_exactly_when_its_identity_was_never_stored(store):
@@ -248,7 +250,7 @@ def test_a_304_only_touches_the_poll_timestamps(store):
 
 def test_preview_of_a_missing_database_creates_nothing(database_url):
     absent = open_store(database_url)  # never migrated: no file, or a schema without tables
-    new, baseline = absent.preview(RSS)
+    new, baseline = absent.preview(URL, RSS)
     assert len(new) == 10 and baseline
     assert absent.feed_state(URL, readonly=True).etag is None
     assert absent.preview_index(RSS) == (10, 0)
@@ -257,7 +259,7 @@ def test_preview_of_a_missing_database_creates_nothing(database_url):
 
 def test_sqlite_preview_of_a_missing_file_leaves_the_directory_empty(tmp_path):
     store = SQLiteStore(tmp_path / "absent.db")
-    assert store.preview(RSS)[1]
+    assert store.preview(URL, RSS)[1]
     assert list(tmp_path.iterdir()) == []
 
 
@@ -265,7 +267,7 @@ def test_preview_reads_without_writing(store):
     store.ingest(URL, RSS, Validators())
     tables = ("items", "aliases", "feed_state", "meta", "deliveries")
     before = {t: raw(store, f"SELECT * FROM {t} ORDER BY 1") for t in tables}
-    new, baseline = store.preview(ARCHIVE)
+    new, baseline = store.preview(URL, ARCHIVE)
     assert len(new) == 6 and not baseline
     assert {t: raw(store, f"SELECT * FROM {t} ORDER BY 1") for t in tables} == before
 
@@ -273,7 +275,7 @@ def test_preview_reads_without_writing(store):
 def test_sqlite_preview_leaves_the_file_unchanged(sqlite_store):
     sqlite_store.ingest(URL, RSS, Validators())
     before = sqlite_store.path.read_bytes()
-    assert len(sqlite_store.preview(ARCHIVE)[0]) == 6
+    assert len(sqlite_store.preview(URL, ARCHIVE)[0]) == 6
     assert sqlite_store.path.read_bytes() == before
 
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.feed import Validators, parse
+from bot.feed import parse
+from bot.models import Validators
 from bot.search.index import SearchIndex
 from bot.search.match import matched_keywords, split_keywords
 from bot.search.query import search

@@ -18,7 +18,8 @@ from slack_sdk import WebClient
 from slack_sdk.oauth.installation_store import Installation
 
 from bot import deliver, oauth
-from bot.config import ConfigError, Settings
+from bot.config import Settings
+from bot.errors import ConfigError
 from bot.oauth import StoreInstallations, WorkspaceClients
 from bot.secrets_at_rest import TokenCipher
 from bot.store import Store

@@ -16,7 +16,7 @@ import pytest
 from bot import blocks, views
 from bot.commands import Invocation, Services, handle, shared
 from bot.config import Settings
-from bot.feed import Item
+from bot.models import Item
 from bot.store import SQLiteStore, Store
 
 MARKER = "zebrafish"  # in every feed field of the hostile item, so each text object carrying it is found

@@ -31,10 +31,12 @@ from typing import Any
 
 import tantivy
 
-from bot.feed import Item, kind_of
+from bot.errors import SearchUnavailable
+from bot.feed import kind_of
+from bot.models import Item, SearchHit
 from bot.search.analysis import ANALYZER_NAME, analyzer, terms
-from bot.search.query import Query, SearchError
-from bot.store import SearchHit, Store
+from bot.search.query import Query
+from bot.store import Store
 from bot.store.models import from_iso, row_item
 
 TITLE_BOOST = 5.0
@@ -51,10 +53,6 @@ WRITER_THREADS = 2
 REBUILD_SHARE = 0.2
 SHOULD = tantivy.Occur.Should
 _WORDS = re.compile(r"[^\W_]+")
-
-
-class SearchUnavailable(SearchError):
-    """The index is still being built (start-up) after READY_WAIT seconds."""
 
 
 @dataclass(frozen=True)

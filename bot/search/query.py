@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import TYPE_CHECKING
 
-from bot.store import SearchFilters
+from bot.errors import SearchError
+from bot.models import SearchFilters
 
 if TYPE_CHECKING:
     from bot.search.index import Found, SearchIndex
@@ -43,10 +44,6 @@ KIND_ALIASES = {
     "update": "update",
     "updates": "update",
 }
-
-
-class SearchError(ValueError):
-    """A query that cannot be run; the message is one line for the user."""
 
 
 @dataclass(frozen=True)

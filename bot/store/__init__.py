@@ -3,43 +3,23 @@
     open_store("sqlite:///mlresearch.db")          -> SQLiteStore (the embedded default)
     open_store("postgres://user:pw@host:5432/db")  -> PostgresStore (Heroku; several processes)
 
-Modules: `models` (records, errors, time helpers), `base` (the interface and every backend-independent rule:
-ingest and identity, subscriptions, the ledger, installations), `merge` (batched merging of items),
-`sqlite` and `postgres` (connections, migrations, the poll lock).
+Modules: `conn` (one connection speaking the shared SQL dialect), `models` (rows to records, time helpers;
+the records themselves are in bot.models, the errors in bot.errors), `base` (the interface and every
+backend-independent rule: ingest and identity, subscriptions, the ledger, installations), `merge` (batched
+merging of items), `sqlite` and `postgres` (connections, migrations, the poll lock).
 """
 
 from __future__ import annotations
 
 from bot.store.base import MIGRATIONS, Conn, Store
-from bot.store.models import (
-    Delivery,
-    FeedState,
-    Ingested,
-    LockTimeout,
-    SearchFilters,
-    SearchHit,
-    StoreError,
-    Subscription,
-    authors_text,
-    from_iso,
-    iso,
-    utcnow,
-)
+from bot.store.models import authors_text, from_iso, iso, utcnow
 from bot.store.sqlite import SQLiteStore
 
 __all__ = [
     "MIGRATIONS",
     "Conn",
-    "Delivery",
-    "FeedState",
-    "Ingested",
-    "LockTimeout",
     "SQLiteStore",
-    "SearchFilters",
-    "SearchHit",
     "Store",
-    "StoreError",
-    "Subscription",
     "authors_text",
     "from_iso",
     "is_postgres_url",

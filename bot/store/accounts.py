@@ -9,10 +9,9 @@ from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from bot.store.models import Delivery, Subscription, from_iso, iso, row_delivery, row_subscription, utcnow
-
-if TYPE_CHECKING:
-    from bot.store.base import Conn
+from bot.models import Delivery, Subscription
+from bot.store.conn import Conn
+from bot.store.models import from_iso, iso, row_delivery, row_subscription, utcnow
 
 # At most this many OAuth states are kept (each lives a few minutes): /slack/install cannot grow the table.
 OAUTH_STATE_CAP = 1_000

@@ -20,24 +20,15 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
-from functools import lru_cache
 from typing import Any, ClassVar
 
-from bot.feed import Item, Validators
+from bot.errors import StoreError
+from bot.models import FeedState, Ingested, Item, Subscription, Validators
 from bot.search.match import matched_keywords
 from bot.store.accounts import AccountsMixin
+from bot.store.conn import Conn
 from bot.store.merge import Batch, Known, enrichment, marks
-from bot.store.models import (
-    FeedState,
-    Ingested,
-    StoreError,
-    Subscription,
-    iso,
-    row_feed_state,
-    row_item,
-    row_subscription,
-    utcnow,
-)
+from bot.store.models import iso, row_feed_state, row_item, row_subscription, utcnow
 
 # The schema's migrations, by name, in order: each backend applies exactly these (tests check it).
 MIGRATIONS = (
@@ -48,6 +39,7 @@ MIGRATIONS = (
     "m005_installations",
     "m006_search_generation",
     "m007_one_search_engine",
+    "m008_feed_baseline",
 )
 # A merge_index that adds or enriches this many items is followed by _after_bulk_merge.
 BULK_MERGE = 200
@@ -60,42 +52,6 @@ ITEM_COLUMNS = (
 def one_line(exc: BaseException) -> str:
     """An exception's message on one line (a database's messages may span several)."""
     return " ".join(str(exc).split())[:500]
-
-
-@lru_cache(maxsize=512)
-def _pyformat(sql: str) -> str:
-    return sql.replace("%", "%%").replace("?", "%s")
-
-
-class Conn:
-    """One open DB-API connection (sqlite3 or psycopg, in autocommit mode) speaking the shared dialect:
-    `?` placeholders (rewritten to `%s` for psycopg), rows as dicts."""
-
-    def __init__(self, raw: Any, *, pyformat: bool, readonly: bool = False) -> None:
-        self.raw = raw
-        self.pyformat = pyformat
-        self.readonly = readonly
-
-    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        return self.raw.execute(_pyformat(sql) if self.pyformat else sql, params)
-
-    def executemany(self, sql: str, rows: Sequence[Iterable[Any]]) -> int:
-        if not rows:
-            return 0
-        cursor = self.raw.cursor()
-        try:
-            cursor.executemany(_pyformat(sql) if self.pyformat else sql, rows)
-            return int(cursor.rowcount)
-        finally:
-            cursor.close()
-
-    def one(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        return self.execute(sql, params).fetchone()
-
-    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
-        cursor = self.execute(sql, params)
-        names = [d[0] for d in cursor.description]
-        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
 
 class _Pin:
@@ -131,9 +87,10 @@ class Store(AccountsMixin):
         """Whether the database exists and holds the schema (never creates anything)."""
         raise NotImplementedError
 
-    def migrate(self) -> list[str]:
+    def migrate(self, *, stop_before: str | None = None) -> list[str]:
         """Create or upgrade the schema (idempotent; safe to run at every start, from several processes).
-        Returns the names of the migrations it applied (see MIGRATIONS)."""
+        Returns the names of the migrations it applied (see MIGRATIONS). `stop_before` (a name in MIGRATIONS)
+        leaves that migration and the ones after it pending: a database as an earlier release left it."""
         raise NotImplementedError
 
     def applied_migrations(self) -> list[str]:
@@ -231,6 +188,12 @@ class Store(AccountsMixin):
                     self._release(pin.conn, True)
                 pin.conn = None
 
+    def thread_view(self) -> Store:
+        """The view of this store that the calling thread should use for its units of work (a listener
+        thread answering requests): the store itself, unless the backend gains by keeping one connection per
+        thread (SQLite)."""
+        return self
+
     # feed state -----------------------------------------------------------------------------------------
 
     def feed_state(self, url: str, *, readonly: bool = False) -> FeedState:
@@ -269,8 +232,12 @@ class Store(AccountsMixin):
                 [now, error[:500], now, url],
             )
 
-    def is_baselined(self) -> bool:
-        return self.get_meta("baseline_at") is not None
+    def is_baselined(self, url: str | None = None) -> bool:
+        """Whether the feed at `url` has had its baseline poll (without `url`: whether any feed has)."""
+        with self.connect() as db:
+            if url is not None:
+                return _baselined(db, url)
+            return bool(db.one("SELECT count(*) FROM feed_state WHERE baseline_at IS NOT NULL")[0])
 
     def get_meta(self, key: str) -> str | None:
         with self.connect() as db:
@@ -282,37 +249,36 @@ class Store(AccountsMixin):
 
     # ingest ---------------------------------------------------------------------------------------------
 
-    def preview(self, items: Sequence[Item]) -> tuple[list[Item], bool]:
-        """What `ingest` would treat as new, and whether it would be the baseline poll. Read-only: a missing
-        database is not created, an existing one is not migrated or written."""
+    def preview(self, url: str, items: Sequence[Item]) -> tuple[list[Item], bool]:
+        """What `ingest` would treat as new, and whether it would be the feed's baseline poll. Read-only: a
+        missing database is not created, an existing one is not migrated or written."""
         if not self.exists():
             return list(items), True
         with self.connect(readonly=True) as db:
-            if not self._has_tables(db, ["meta", "items", "aliases"]):
+            if not self._has_tables(db, ["meta", "feed_state", "items", "aliases"]):
                 return list(items), True
-            baseline = _meta(db, "baseline_at") is None
+            baseline = not _baselined(db, url)
             known = Known.load(db, items)
             return [item for item in items if known.id_of(item) is None], baseline
 
     def ingest(
         self, url: str, items: Sequence[Item], validators: Validators, at: datetime | None = None
     ) -> Ingested:
-        """Store a successful fetch in one transaction: new items, edits, aliases, feed state, and a pending
-        delivery for every (new item, matching subscription). The first successful poll of a store is the
-        baseline: its items are recorded as seen and nothing is queued."""
+        """Store a successful fetch of the feed at `url` in one transaction: new items, edits, aliases, feed
+        state, and a pending delivery for every (new item, matching subscription). Each feed's first
+        successful poll is its baseline: its items are recorded as seen and nothing is queued (so a feed
+        added later, or a changed FEED_URL, never floods the channels)."""
         now = iso(at or utcnow())
         with self._write() as db:
-            baseline = _meta(db, "baseline_at") is None
+            baseline = not _baselined(db, url)
             new, updated = _merge(db, items, now)
             queued = 0 if baseline else _queue(db, new, _active_subscriptions(db), now)
-            if baseline and items:
-                # An empty feed is no baseline: the first poll that sees items records them as seen.
-                _set_meta(db, "baseline_at", now or "")
             _touch_feed(db, url)
             db.execute(
                 "UPDATE feed_state SET last_poll = ?, last_success = ?, error_streak = 0, etag = ?, "
-                "last_modified = ? WHERE url = ?",
-                [now, now, validators.etag, validators.last_modified, url],
+                "last_modified = ?, baseline_at = coalesce(baseline_at, ?) WHERE url = ?",
+                # An empty feed is no baseline: the first poll that sees items records them as seen.
+                [now, now, validators.etag, validators.last_modified, (now or "") if items else None, url],
             )
         return Ingested(new=new, updated=updated, baseline=baseline, queued=queued)
 
@@ -438,6 +404,31 @@ def _set_meta(db: Conn, key: str, value: str) -> None:
         "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
         [key, value],
     )
+
+
+def _baselined(db: Conn, url: str) -> bool:
+    """Whether the feed at `url` has had its baseline poll. On a database from before m008 (a dry run reads
+    it as it is), what m008 will make of it: baselined if the store was and the feed was polled."""
+    cursor = db.execute("SELECT * FROM feed_state WHERE url = ?", [url])
+    names = [d[0] for d in cursor.description]
+    row = cursor.fetchone()
+    if row is None:
+        return False
+    state = dict(zip(names, row, strict=True))
+    if "baseline_at" in state:
+        return state["baseline_at"] is not None
+    return state["last_success"] is not None and _meta(db, "baseline_at") is not None
+
+
+def copy_global_baseline(db: Conn) -> None:
+    """m008 on both backends: the store-wide baseline (meta.baseline_at) becomes the baseline of every feed
+    polled successfully, so an existing install neither re-baselines nor floods; a feed never polled gets its
+    own baseline on its first poll. The global key goes."""
+    db.execute(
+        "UPDATE feed_state SET baseline_at = (SELECT value FROM meta WHERE key = 'baseline_at') "
+        "WHERE last_success IS NOT NULL"
+    )
+    db.execute("DELETE FROM meta WHERE key = 'baseline_at'")
 
 
 def _touch_feed(db: Conn, url: str) -> None:

@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from bot.feed import Item
+from bot.models import Item
+from bot.store.conn import Conn
 from bot.store.models import authors_text, iso
-
-if TYPE_CHECKING:
-    from bot.store.base import Conn
 
 CHUNK = 500  # ids per IN (...) lookup
 ITEM_INSERT = (

@@ -1,22 +1,14 @@
-"""What the store hands out: frozen records, the store's errors, and ISO-8601 time helpers. Nothing here
+"""Rows to records (the records themselves live in bot.models), and ISO-8601 time helpers. Nothing here
 touches a database."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 from typing import Any
 
-from bot.feed import Item, Validators, kind_of
-
-
-class StoreError(Exception):
-    """The store could not be opened or written."""
-
-
-class LockTimeout(StoreError):
-    """Another process holds the poll lock."""
+from bot.feed import kind_of
+from bot.models import Delivery, FeedState, Item, Subscription
 
 
 def utcnow() -> datetime:
@@ -31,75 +23,6 @@ def from_iso(text: str | None) -> datetime | None:
     if not text:
         return None
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
-
-
-@dataclass(frozen=True)
-class FeedState:
-    url: str
-    etag: str | None = None
-    last_modified: str | None = None
-    last_poll: datetime | None = None
-    last_success: datetime | None = None
-    error_streak: int = 0
-    last_error: str | None = None
-    last_error_at: datetime | None = None
-
-    @property
-    def validators(self) -> Validators:
-        return Validators(self.etag, self.last_modified)
-
-    @property
-    def ok(self) -> bool:
-        return self.last_success is not None and self.error_streak == 0
-
-
-@dataclass(frozen=True)
-class Ingested:
-    """What one successful poll changed: the new items (oldest first), how many known items were edited,
-    whether this was the baseline (first) poll, and how many deliveries were queued."""
-
-    new: list[Item]
-    updated: int
-    baseline: bool
-    queued: int
-
-
-@dataclass(frozen=True)
-class Subscription:
-    team_id: str
-    channel_id: str
-    user_id: str | None
-    created_at: datetime
-    keywords: tuple[str, ...] = ()
-    paused: bool = False
-    paused_reason: str | None = None
-
-
-@dataclass(frozen=True)
-class Delivery:
-    id: int
-    item_id: str
-    team_id: str
-    channel_id: str
-    state: str  # pending | posting | sent | failed
-    matched: tuple[str, ...] = ()
-    attempts: int = 0
-    ts: str | None = None
-    error: str | None = None
-    claimed_at: datetime | None = None
-
-
-@dataclass(frozen=True)
-class SearchHit:
-    item: Item
-    score: float
-
-
-@dataclass(frozen=True)
-class SearchFilters:
-    since: date | None = None
-    kind: str | None = None
-    authors: tuple[str, ...] = field(default=())
 
 
 # --- rows to records (a row is a dict of column name to value, from either backend) ---------------------

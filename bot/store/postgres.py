@@ -29,9 +29,10 @@ from typing import Any
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from bot.store.base import Conn, Store, one_line
+from bot.errors import LockTimeout, StoreError
+from bot.store.base import Conn, Store, copy_global_baseline, one_line
 from bot.store.merge import backfill_authors_text
-from bot.store.models import LockTimeout, StoreError, iso, utcnow
+from bot.store.models import iso, utcnow
 
 log = logging.getLogger("bot.store")
 
@@ -138,6 +139,13 @@ def m007_one_search_engine(db: Conn) -> None:
         db.execute(sql)
 
 
+def m008_feed_baseline(db: Conn) -> None:
+    """The first-run baseline is per feed (issue 12): feed_state.baseline_at, taken over from the global
+    meta.baseline_at by every feed already polled (bot.store.base.copy_global_baseline)."""
+    db.execute("ALTER TABLE feed_state ADD COLUMN baseline_at TEXT")
+    copy_global_baseline(db)
+
+
 PG_MIGRATIONS = (
     m001_items,
     m002_delivery,
@@ -146,6 +154,7 @@ PG_MIGRATIONS = (
     m005_installations,
     m006_search_generation,
     m007_one_search_engine,
+    m008_feed_baseline,
 )
 
 
@@ -279,7 +288,7 @@ class PostgresStore(Store):
 
     # migrations and the poll lock -------------------------------------------------------------------------
 
-    def migrate(self) -> list[str]:
+    def migrate(self, *, stop_before: str | None = None) -> list[str]:
         applied: list[str] = []
         with self._write() as db:
             db.execute(f"SELECT pg_advisory_xact_lock({LOCK_KEY})", ["mlresearch-bot migrate"])
@@ -289,6 +298,8 @@ class PostgresStore(Store):
             )
             done = set(self._applied(db))
             for migration in PG_MIGRATIONS:
+                if migration.__name__ == stop_before:
+                    break
                 if migration.__name__ not in done:
                     migration(db)
                     db.execute(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import fcntl
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -17,9 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-from bot.store.base import MIGRATIONS, Conn, Store
+from bot.errors import LockTimeout, StoreError
+from bot.store.base import MIGRATIONS, Conn, Store, copy_global_baseline
 from bot.store.merge import backfill_authors_text
-from bot.store.models import LockTimeout, StoreError
 
 if TYPE_CHECKING:  # sqlite-utils is imported when a migration has to run: `serve` starts without it
     from sqlite_utils import Database
@@ -176,6 +177,13 @@ def m007_one_search_engine(db: Database) -> None:
     db.execute("DROP TABLE IF EXISTS items_fts")
 
 
+def m008_feed_baseline(db: Database) -> None:
+    """The first-run baseline is per feed (issue 12): feed_state.baseline_at, taken over from the global
+    meta.baseline_at by every feed already polled (bot.store.base.copy_global_baseline)."""
+    db.execute("ALTER TABLE feed_state ADD COLUMN baseline_at TEXT")
+    copy_global_baseline(Conn(db.conn, pyformat=False))
+
+
 # --- the store -----------------------------------------------------------------------------------------
 
 
@@ -186,7 +194,7 @@ def migration_set() -> Migrations:
 
     migrations = Migrations(MIGRATION_SET)
     steps = (m001_items, m002_delivery, m003_authors_fts, m004_fts_prefix_index, m005_installations,
-             m006_search_generation, m007_one_search_engine)
+             m006_search_generation, m007_one_search_engine, m008_feed_baseline)
     for step in steps:
         migrations()(step)
     return migrations
@@ -202,6 +210,7 @@ class SQLiteStore(Store):
         super().__init__()
         self.path = Path(path)
         self._keeper: sqlite3.Connection | None = None
+        self._threads = threading.local()
 
     def describe(self) -> str:
         return f"database {self.path}"
@@ -234,14 +243,29 @@ class SQLiteStore(Store):
     def _begin(self, db: Conn) -> None:
         db.execute("BEGIN IMMEDIATE")
 
+    def thread_view(self) -> Store:
+        """A `session` of this store kept for the life of the calling thread (a request or lazy listener
+        thread): one connection serves every unit of work the thread does, where each would open and close
+        its own (two per search). The session ends, closing its connection, when the thread does (its
+        thread-local context manager is collected then). A session's view is its own thread view."""
+        if self._pin is not None:
+            return self
+        local = self._threads
+        view: Store | None = getattr(local, "view", None)
+        if view is None:
+            session = self.session()
+            view = local.view = session.__enter__()
+            local.session = session  # kept with the view: collected (and so ended) with the thread
+        return view
+
     def _has_tables(self, db: Conn, names: Sequence[str]) -> bool:
         marks = ", ".join("?" * len(names))
         sql = f"SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ({marks})"
         return bool(db.one(sql, list(names))[0] == len(names))
 
-    def migrate(self) -> list[str]:
+    def migrate(self, *, stop_before: str | None = None) -> list[str]:
         with self.connect() as conn:
-            if self._up_to_date(conn):
+            if stop_before is None and self._up_to_date(conn):
                 self._keep_wal_open()
                 return []
             from sqlite_utils import Database
@@ -251,7 +275,9 @@ class SQLiteStore(Store):
                 db.enable_wal()
             with self._flock(self.path.with_name(self.path.name + ".migrate.lock"), timeout=60):
                 pending = [m.name for m in migration_set().pending(db)]
-                migration_set().apply(db)
+                if stop_before in pending:
+                    pending = pending[: pending.index(stop_before)]
+                migration_set().apply(db, stop_before=stop_before)
         self._keep_wal_open()
         return pending
 

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bot import feed
-from bot.feed import Item
+from bot.models import Item, Validators
 from bot.store import SQLiteStore, Store
 
 DATA = Path(__file__).resolve().parent.parent / "data"
@@ -22,7 +22,7 @@ def filled_store(directory: Path, path: Path = ARCHIVE, name: str = "bot.db") ->
     """A migrated store holding every item of the feed at `path` (ingested as the baseline poll)."""
     store = SQLiteStore(directory / name)
     store.migrate()
-    store.ingest(str(path), fixture_items(path), feed.Validators(etag='"fixture"'))
+    store.ingest(str(path), fixture_items(path), Validators(etag='"fixture"'))
     return store
 
 
