@@ -4,12 +4,12 @@
    first 200 on /healthz, median of 5, beside a bare Bolt app that only acks, served the same way (waitress +
    SlackRequestHandler, /healthz answered by WSGI).
 2. `/mlresearch search …` round trips, signed as Slack signs them, from 20 concurrent clients over an archive
-   of 10,000 synthetic items: p50 / p99. Three mixes: searches each the first of its words (nothing about
-   them held in memory yet: bot.store.scores), searches for recurring topics (the target's figure: a team
-   searches the same few dozen topics over and over), and a worst case where most queries match most items.
-3. Peak RSS (VmHWM) of the serve process after that load.
+   of 20,000 synthetic items: p50 / p99. Three mixes: searches each the first of its words (no misspelling
+   correction cached yet), searches for recurring topics (a team searches the same few dozen topics over and
+   over), and a worst case where most queries match most items.
+3. Peak RSS (VmHWM) of the serve process after that load (its search index holds the whole archive).
 
-Targets: cold start < 1.5 s and < 1.5x bare Bolt; search p99 < 100 ms; peak RSS < 120 MB.
+Targets: cold start < 1.5 s and < 1.5x bare Bolt; search p99 < 100 ms in every mix; peak RSS < 150 MB.
 Run: python benchmarks/bench_app.py [--quick]
 """
 
@@ -31,9 +31,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+ITEMS = 20_000  # the archive searched (issue 12's size for the index's memory)
 sys.path.insert(0, str(ROOT))
 
-from bot.feed import Item  # noqa: E402
+from bot.models import Item  # noqa: E402
 from bot.store import SQLiteStore  # noqa: E402
 from tests.fakes.slack_api import FakeSlack  # noqa: E402
 from tests.fakes.slack_sender import (  # noqa: E402
@@ -216,7 +217,7 @@ def peak_rss_mb(pid: int) -> float:
 def archive(tmp: Path, *, dense: bool) -> SQLiteStore:
     store = SQLiteStore(tmp / f"bench-{'dense' if dense else 'real'}.db")
     store.migrate()
-    store.add_items(synthetic_items(10_000, dense=dense))
+    store.add_items(synthetic_items(ITEMS, dense=dense))
     return store
 
 
@@ -287,7 +288,7 @@ def main() -> None:
                "FEED_URL": str(ROOT / "tests" / "data" / "apple_ml_rss.xml")}
         cold = SQLiteStore(tmp / "cold.db")
         cold.migrate()
-        cold.add_items(synthetic_items(10_000))
+        cold.add_items(synthetic_items(ITEMS))
         cold_start({**env, "DATABASE_URL": f"sqlite:///{cold.path}"}, tmp, runs=5)
         peak = 0.0
         loads: list[Load] = []
@@ -295,23 +296,23 @@ def main() -> None:
             store = archive(tmp, dense=dense)
             items = store.count_items()
             with ServeProcess({**env, "DATABASE_URL": f"sqlite:///{store.path}"}, tmp) as bot:
-                search_load(bot, clients, 5)  # warm up: auth.test, page cache, the topics' scores
+                search_load(bot, clients, 5)  # warm up: auth.test, page cache, the index's first build
                 if dense:
                     loads.append(measure(bot, clients, per_client // 4))
                     report("worst case: most queries match most items", loads[-1], clients, items,
-                           target=False)
+                           target=True)
                 else:
                     few = per_client // 4
                     loads.append(measure(bot, clients, few, new_queries(clients * few), unique=True))
                     report("realistic archive, each search the first of its words", loads[-1], clients, items,
-                           target=False)
+                           target=True)
                     loads.append(measure(bot, clients, per_client))
                     report("realistic archive, searches for recurring topics", loads[-1], clients, items,
                            target=True)
                 assert bot.proc is not None
                 peak = max(peak, peak_rss_mb(bot.proc.pid))
-        print(f"peak RSS of serve (VmHWM, after the load): {peak:.1f} MB   target < 120 MB: "
-              f"{'ok' if peak < 120 else 'MISSED'}")
+        print(f"peak RSS of serve (VmHWM, after the load): {peak:.1f} MB   target < 150 MB: "
+              f"{'ok' if peak < 150 else 'MISSED'}")
         steal = ", ".join(f"{load.steal:.0f}%" for load in loads)
         print(f"machine: reference loop {reference:.0f} ms at the start, {reference_loop_ms():.0f} ms at the "
               f"end (best of 5 each); CPU steal during the loads {steal}")

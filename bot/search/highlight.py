@@ -51,10 +51,17 @@ class WordMatcher:
         starts = (self._typed[:end] for end in range(len(self._typed) - 1, MIN_STEM_CHARS - 1, -1))
         longest = next((start for start in starts if start in known), None)
         self._exact = frozenset(exact if longest is None else exact | {longest})
+        self._seen: dict[str, bool] = {}  # word -> whether it matches (a reply's texts repeat their words)
 
     def __call__(self, word: str) -> bool:
-        typed = self._typed
-        return any(term in self._exact or (typed and term.startswith(typed)) for term in analyze(word))
+        seen = self._seen.get(word)
+        if seen is None:
+            seen = self._seen[word] = self._matches(word)
+        return seen
+
+    def _matches(self, word: str) -> bool:
+        exact, typed = self._exact, self._typed
+        return any(term in exact or (typed and term.startswith(typed)) for term in analyze(word))
 
     def among(self, words: Collection[str]) -> Set[str]:
         """Those of `words` that match."""

@@ -364,10 +364,12 @@ def _ranked(snapshot: _Snapshot, query: tantivy.Query, limit: int) -> list[Searc
         if len(hits) < wanted or hits[-1][0] < hits[limit - 1][0]:
             break
         wanted *= 4
-    found: list[SearchHit] = []
+    # (score, published, id): published as the row's ISO-8601 UTC text, which sorts as the time does; only
+    # the hits kept become Items.
+    ranked: list[tuple[float, str, str]] = []
     for score, address in hits:
-        item = snapshot.item(str(searcher.doc(address).get_first("id")))
-        found.append(SearchHit(item, round(float(score), 6)))
-    found.sort(key=lambda h: h.item.id)
-    found.sort(key=lambda h: (h.score, h.item.published), reverse=True)
-    return found[:limit]
+        key = str(searcher.doc(address).get_first("id"))
+        ranked.append((round(float(score), 6), snapshot.rows[key]["published"], key))
+    ranked.sort(key=lambda hit: hit[2])
+    ranked.sort(key=lambda hit: hit[:2], reverse=True)
+    return [SearchHit(snapshot.item(key), score) for score, _, key in ranked[:limit]]
