@@ -68,8 +68,8 @@ def imported_modules(module: str) -> set[str]:
     ("module", "other"),
     [
         ("bot.oauth", "bot.deliver"),
-        ("bot.store.accounts", "bot.store.base"),
-        ("bot.store.merge", "bot.store.base"),
+        ("bot.store.base", "bot.store.ledger"),
+        ("bot.store.merge", "bot.store.archive"),
     ],
 )
 def test_the_old_import_circles_are_gone(module, other):

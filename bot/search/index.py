@@ -67,7 +67,7 @@ class Found:
 class _Snapshot:
     index: tantivy.Index
     searcher: tantivy.Searcher
-    rows: dict[str, dict[str, Any]]  # id -> the item's row (bot.store.base.ITEM_COLUMNS)
+    rows: dict[str, dict[str, Any]]  # id -> the item's row (bot.store.archive.ITEM_COLUMNS)
     marker: int
     corrections: dict[str, tuple[str, str] | None]  # word -> (term, surface) (see _correct)
 

@@ -4,16 +4,20 @@
     open_store("postgres://user:pw@host:5432/db")  -> PostgresStore (Heroku; several processes)
 
 Modules: `conn` (one connection speaking the shared SQL dialect), `models` (rows to records, time helpers;
-the records themselves are in bot.models, the errors in bot.errors), `base` (the interface and every
-backend-independent rule: ingest and identity, subscriptions, the ledger, installations), `merge` (batched
-merging of items), `sqlite` and `postgres` (connections, migrations, the poll lock).
+the records themselves are in bot.models, the errors in bot.errors), `base` (the connection/session layer
+and the backend's hooks), the parts of the interface, each backend-independent: `archive` (items, ingest and
+identity, the per-feed baseline), `feed_state` (feed state, meta), `subscriptions` (and workspaces),
+`ledger` (deliveries), `installations` (and OAuth state); `store` (`Store`, their composition), `merge`
+(batched merging of items), `sqlite` and `postgres` (connections, migrations, the poll lock).
 """
 
 from __future__ import annotations
 
-from bot.store.base import MIGRATIONS, Conn, Store
+from bot.store.base import MIGRATIONS
+from bot.store.conn import Conn
 from bot.store.models import authors_text, from_iso, iso, utcnow
 from bot.store.sqlite import SQLiteStore
+from bot.store.store import Store
 
 __all__ = [
     "MIGRATIONS",

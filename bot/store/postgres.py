@@ -30,9 +30,12 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
 from bot.errors import LockTimeout, StoreError
-from bot.store.base import Conn, Store, copy_global_baseline, one_line
+from bot.store.base import one_line
+from bot.store.conn import Conn
+from bot.store.feed_state import copy_global_baseline
 from bot.store.merge import backfill_authors_text
 from bot.store.models import iso, utcnow
+from bot.store.store import Store
 
 log = logging.getLogger("bot.store")
 
@@ -141,7 +144,7 @@ def m007_one_search_engine(db: Conn) -> None:
 
 def m008_feed_baseline(db: Conn) -> None:
     """The first-run baseline is per feed (issue 12): feed_state.baseline_at, taken over from the global
-    meta.baseline_at by every feed already polled (bot.store.base.copy_global_baseline)."""
+    meta.baseline_at by every feed already polled (bot.store.feed_state.copy_global_baseline)."""
     db.execute("ALTER TABLE feed_state ADD COLUMN baseline_at TEXT")
     copy_global_baseline(db)
 

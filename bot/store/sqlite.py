@@ -15,12 +15,15 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Self
 from urllib.parse import quote
 
 from bot.errors import LockTimeout, StoreError
-from bot.store.base import MIGRATIONS, Conn, Store, copy_global_baseline
+from bot.store.base import MIGRATIONS
+from bot.store.conn import Conn
+from bot.store.feed_state import copy_global_baseline
 from bot.store.merge import backfill_authors_text
+from bot.store.store import Store
 
 if TYPE_CHECKING:  # sqlite-utils is imported when a migration has to run: `serve` starts without it
     from sqlite_utils import Database
@@ -179,7 +182,7 @@ def m007_one_search_engine(db: Database) -> None:
 
 def m008_feed_baseline(db: Database) -> None:
     """The first-run baseline is per feed (issue 12): feed_state.baseline_at, taken over from the global
-    meta.baseline_at by every feed already polled (bot.store.base.copy_global_baseline)."""
+    meta.baseline_at by every feed already polled (bot.store.feed_state.copy_global_baseline)."""
     db.execute("ALTER TABLE feed_state ADD COLUMN baseline_at TEXT")
     copy_global_baseline(Conn(db.conn, pyformat=False))
 
@@ -243,7 +246,7 @@ class SQLiteStore(Store):
     def _begin(self, db: Conn) -> None:
         db.execute("BEGIN IMMEDIATE")
 
-    def thread_view(self) -> Store:
+    def thread_view(self) -> Self:
         """A `session` of this store kept for the life of the calling thread (a request or lazy listener
         thread): one connection serves every unit of work the thread does, where each would open and close
         its own (two per search). The session ends, closing its connection, when the thread does (its
@@ -251,7 +254,7 @@ class SQLiteStore(Store):
         if self._pin is not None:
             return self
         local = self._threads
-        view: Store | None = getattr(local, "view", None)
+        view: Self | None = getattr(local, "view", None)
         if view is None:
             session = self.session()
             view = local.view = session.__enter__()

@@ -1,0 +1,169 @@
+"""The archive: items and their aliases, ingesting a feed's fetch (new items, edits, the feed's baseline
+poll, queueing deliveries), merging the research index, and reading items back (a part of `Store`). Search is
+not the archive's: the engine (bot.search.index) is built from `all_items` and rebuilt when `change_marker`
+moves."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+from bot.models import Ingested, Item, Validators
+from bot.store.base import BULK_MERGE, StoreBase
+from bot.store.conn import Conn
+from bot.store.feed_state import baselined, touch_feed
+from bot.store.ledger import queue_deliveries
+from bot.store.merge import Batch, Known, enrichment, marks
+from bot.store.models import iso, row_item, utcnow
+from bot.store.subscriptions import active_subscriptions
+
+ITEM_COLUMNS = (
+    "items.pk, items.id, items.guid, items.title, items.link, items.summary, items.published, "
+    "items.kind, items.authors"
+)
+
+
+class ArchiveMixin(StoreBase):
+    """Items and aliases: ingest and preview, merging the research index, reading items back."""
+
+    def preview(self, url: str, items: Sequence[Item]) -> tuple[list[Item], bool]:
+        """What `ingest` would treat as new, and whether it would be the feed's baseline poll. Read-only: a
+        missing database is not created, an existing one is not migrated or written."""
+        if not self.exists():
+            return list(items), True
+        with self.connect(readonly=True) as db:
+            if not self._has_tables(db, ["meta", "feed_state", "items", "aliases"]):
+                return list(items), True
+            baseline = not baselined(db, url)
+            known = Known.load(db, items)
+            return [item for item in items if known.id_of(item) is None], baseline
+
+    def ingest(
+        self, url: str, items: Sequence[Item], validators: Validators, at: datetime | None = None
+    ) -> Ingested:
+        """Store a successful fetch of the feed at `url` in one transaction: new items, edits, aliases, feed
+        state, and a pending delivery for every (new item, matching subscription). Each feed's first
+        successful poll is its baseline: its items are recorded as seen and nothing is queued (so a feed
+        added later, or a changed FEED_URL, never floods the channels)."""
+        now = iso(at or utcnow())
+        with self._write() as db:
+            baseline = not baselined(db, url)
+            new, updated = _merge(db, items, now)
+            queued = 0 if baseline else queue_deliveries(db, new, active_subscriptions(db), now)
+            touch_feed(db, url)
+            db.execute(
+                "UPDATE feed_state SET last_poll = ?, last_success = ?, error_streak = 0, etag = ?, "
+                "last_modified = ?, baseline_at = coalesce(baseline_at, ?) WHERE url = ?",
+                # An empty feed is no baseline: the first poll that sees items records them as seen.
+                [now, now, validators.etag, validators.last_modified, (now or "") if items else None, url],
+            )
+        return Ingested(new=new, updated=updated, baseline=baseline, queued=queued)
+
+    def add_items(self, items: Iterable[Item], at: datetime | None = None) -> tuple[int, int]:
+        """Merge items into the archive without queueing deliveries (imports, tests).
+        Returns (added, updated)."""
+        with self._write() as db:
+            new, updated = _merge(db, list(items), iso(at or utcnow()))
+        return len(new), updated
+
+    def merge_index(
+        self,
+        items: Sequence[Item],
+        *,
+        insert: bool = True,
+        at: datetime | None = None,
+        progress: Callable[[str], None] | None = None,
+    ) -> tuple[int, int]:
+        """Merge posts from the research index (issue 6) in one transaction. A post the archive knows (same
+        canonical link, or its slug is a feed guid) is enriched: the full abstract replaces a shorter or cut
+        one, and its authors are filled in; title and date stay the feed's. An unknown post is added when
+        `insert`, never queued for delivery, and this never counts as the baseline poll. Returns
+        (added, enriched)."""
+        now = iso(at or utcnow())
+        added = enriched = 0
+        with self._write() as db:
+            batch = Batch(Known.load(db, items))
+            for done, item in enumerate(items, 1):
+                known = batch.known.id_of(item)
+                if known is None:
+                    if insert:
+                        batch.insert(item, now, enriched_at=now)
+                        added += 1
+                elif batch.enrich(known, item, now):
+                    enriched += 1
+                if progress is not None and done % 500 == 0:
+                    progress(f"merged {done:,} of {len(items):,} posts …")
+            batch.flush(db)
+            if added + enriched >= BULK_MERGE:
+                self._after_bulk_merge(db)
+        return added, enriched
+
+    def preview_index(self, items: Sequence[Item]) -> tuple[int, int]:
+        """What `merge_index` would do, read-only (a missing database is not created): (added, enriched)."""
+        if not self.exists():
+            return len(items), 0
+        added = enriched = 0
+        with self.connect(readonly=True) as db:
+            if not self._has_tables(db, ["items", "aliases"]):
+                return len(items), 0
+            known = Known.load(db, items)
+            for item in items:
+                item_id = known.id_of(item)
+                if item_id is None:
+                    added += 1
+                elif enrichment(known.rows[item_id], item, None):
+                    enriched += 1
+        return added, enriched
+
+    # items ----------------------------------------------------------------------------------------------
+
+    def count_items(self) -> int:
+        with self.connect() as db:
+            return int(db.one("SELECT count(*) FROM items")[0])
+
+    def get_item(self, item_id: str) -> Item | None:
+        return self.get_items([item_id]).get(item_id)
+
+    def get_items(self, item_ids: Sequence[str]) -> dict[str, Item]:
+        if not item_ids:
+            return {}
+        with self.connect() as db:
+            sql = f"SELECT {ITEM_COLUMNS} FROM items WHERE id IN ({marks(len(item_ids))})"
+            return {r["id"]: row_item(r) for r in db.rows(sql, list(item_ids))}
+
+    def latest(self, limit: int = 5, kind: str | None = None) -> list[Item]:
+        where, params = ("WHERE kind = ?", [kind]) if kind else ("", [])
+        sql = f"SELECT {ITEM_COLUMNS} FROM items {where} ORDER BY published DESC, pk DESC LIMIT ?"
+        with self.connect() as db:
+            return [row_item(r) for r in db.rows(sql, [*params, limit])]
+
+    def all_items(self) -> list[dict[str, Any]]:
+        """Every item of the archive as a row (`row_item` makes it an Item), by id: what the search index is
+        built from (it converts only the rows a search returns)."""
+        with self.connect() as db:
+            return db.rows(f"SELECT {ITEM_COLUMNS} FROM items ORDER BY items.id")
+
+    def change_marker(self) -> int:
+        """A counter every insert, update or delete of items moves (triggers, whatever process writes): the
+        search index is rebuilt when it differs from the one it was built at."""
+        with self.connect() as db:
+            return int(db.one("SELECT n FROM search_generation")[0])
+
+
+def _merge(db: Conn, items: Sequence[Item], now: str | None) -> tuple[list[Item], int]:
+    """Merge feed items: insert the unknown, apply edits to the known, remember every guid as an alias.
+    Returns (new items in feed order, how many known items changed)."""
+    batch = Batch(Known.load(db, items))
+    new: list[Item] = []
+    updated = 0
+    for item in items:
+        known = batch.known.id_of(item)
+        if known is None:
+            batch.insert(item, now)
+            new.append(item)
+        elif batch.edit(known, item, now):
+            updated += 1
+        batch.alias(item.guid, known or item.id)
+    batch.flush(db)
+    return new, updated

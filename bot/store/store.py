@@ -1,0 +1,33 @@
+"""`Store`: the store's one interface, composed of focused parts over one connection/session layer.
+
+    part (module)                    holds
+    base.StoreBase                   connections, write transactions, sessions, the hooks a backend fills
+    archive.ArchiveMixin             items and aliases: ingest/preview (the per-feed baseline), add_items,
+                                     merge_index/preview_index (enrichment), get_item(s), latest, count_items,
+                                     all_items, change_marker
+    feed_state.FeedStateMixin        feed state (validators, errors, baseline) and meta
+    subscriptions.SubscriptionsMixin subscriptions and workspaces
+    ledger.LedgerMixin               the delivery ledger: queue, claim, settle (sent, failed, released)
+    installations.InstallationsMixin installations and OAuth state (multi-workspace mode)
+
+A new feature touches the part it concerns; every part speaks SQL both backends share (`?` placeholders,
+`ON CONFLICT`, `IS DISTINCT FROM`). A backend (`SQLiteStore`, `PostgresStore`) subclasses `Store`.
+"""
+
+from __future__ import annotations
+
+from bot.store.archive import ArchiveMixin
+from bot.store.feed_state import FeedStateMixin
+from bot.store.installations import InstallationsMixin
+from bot.store.ledger import LedgerMixin
+from bot.store.subscriptions import SubscriptionsMixin
+
+
+class Store(ArchiveMixin, FeedStateMixin, SubscriptionsMixin, LedgerMixin, InstallationsMixin):
+    """The store's interface (see the module docstring); build one with `bot.store.open_store(url)`."""
+
+    @classmethod
+    def from_url(cls, url: str) -> Store:
+        from bot.store import open_store
+
+        return open_store(url)
