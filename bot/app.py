@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
 
 from slack_bolt import App
 from slack_sdk import WebClient
@@ -20,10 +19,8 @@ from slack_sdk import WebClient
 from bot import listeners
 from bot.commands import Services
 from bot.config import Settings
-
-if TYPE_CHECKING:
-    from bot.store import Store
-    from bot.summarize import Summarizer
+from bot.store import Store
+from bot.summarize import Summarizer
 
 log = logging.getLogger("bot.app")
 
@@ -68,7 +65,7 @@ def _app(
     pool = executor or ThreadPoolExecutor(max_workers=LAZY_WORKERS, thread_name_prefix="lazy")
     secret = settings.slack_signing_secret or ""
     if settings.oauth_enabled:
-        from bot.oauth import oauth_settings
+        from bot.oauth import oauth_settings  # the OAuth boundary: imported in OAuth mode only
 
         # Multi-workspace: /slack/install and /slack/oauth_redirect run Bolt's OAuth flow; each request is
         # authorized with its workspace's installation (its token refreshed first when about to expire).
@@ -97,6 +94,4 @@ def make_summarizer(settings: Settings) -> Summarizer | None:
     """A Summarizer for the configured endpoint, or None (extractive summaries)."""
     if not settings.summary_enabled:
         return None
-    from bot.summarize import Summarizer
-
     return Summarizer.from_settings(settings)

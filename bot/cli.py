@@ -3,6 +3,9 @@
 Exit status: 0 success, 1 an operation failed, 2 bad usage or configuration (by error class:
 bot.errors.REPORTS). Errors are one line on stderr; no traceback reaches the terminal (set LOG_LEVEL=DEBUG
 to log one).
+
+Each subcommand imports its modules (the store, the pipeline, the search index, the server, the shell) when it
+runs, so `--help`, `--version` and a usage error pay for none of them.
 """
 
 from __future__ import annotations
@@ -339,7 +342,7 @@ def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
     if not hits:
         hint = "try fewer or broader words, or check the spelling"
         _out(_nothing_found(store, f"no results for {query!r}: {hint}"))
-    from bot.blocks import format_authors
+    from bot.blocks import format_authors  # slack_sdk's Block Kit comes with it: not paid under --json
 
     if hits and found.searched_for:
         _out(f"searched for {found.searched_for!r}")

@@ -15,7 +15,7 @@ import re
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from slack_sdk.errors import SlackApiError
 
@@ -28,10 +28,8 @@ from bot.search.index import SearchIndex
 from bot.search.match import split_keywords
 from bot.search.query import parse_query
 from bot.store import Store
+from bot.summarize import Summarizer
 from bot.views import SHARE_ACTION_ID, Blocks
-
-if TYPE_CHECKING:
-    from bot.summarize import Summarizer
 
 log = logging.getLogger("bot.commands")
 
@@ -214,12 +212,7 @@ def cmd_latest(rest: str, inv: Invocation, services: Services) -> Reply:
 def cmd_summarize(rest: str, inv: Invocation, services: Services) -> Reply:
     if not rest:
         return line(f"Usage: `{C} summarize &lt;topic&gt;`, e.g. `{C} summarize diffusion models`.")
-    if services.summarizer is not None:
-        summarizer = services.summarizer
-    else:
-        from bot.summarize import Summarizer  # httpx and the model client: only when summaries are asked for
-
-        summarizer = Summarizer()
+    summarizer = services.summarizer if services.summarizer is not None else Summarizer()
     summary = summarizer.summarize(services.index, rest)
     if summary is None:
         return Reply(*views.no_summary(rest))

@@ -82,7 +82,7 @@ def from_settings(settings: Settings, store: Store | None = None) -> Deliverer |
     if settings.oauth_enabled:
         if store is None:
             raise ValueError("OAuth mode: the deliverer needs the store that holds the installations")
-        from bot.oauth import WorkspaceClients
+        from bot.oauth import WorkspaceClients  # the OAuth boundary: imported in OAuth mode only
 
         return Deliverer(WorkspaceClients(store, settings))
     if not settings.slack_bot_token:

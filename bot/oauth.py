@@ -29,8 +29,13 @@ import threading
 from datetime import datetime, timedelta
 from logging import Logger
 from time import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from slack_bolt.authorization.authorize import InstallationStoreAuthorize
+from slack_bolt.error import BoltError
+from slack_bolt.oauth.callback_options import CallbackOptions, FailureArgs, SuccessArgs
+from slack_bolt.oauth.oauth_settings import OAuthSettings
+from slack_bolt.response import BoltResponse
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackTokenRotationError
 from slack_sdk.oauth.installation_store import Bot, Installation, InstallationStore
@@ -41,15 +46,7 @@ from bot.config import Settings
 from bot.errors import SecretError, StoreError, WorkspaceUnavailable
 from bot.secrets_at_rest import TokenCipher, seal, unseal
 from bot.slackweb import TRANSPORT_ERRORS, make_client
-from bot.store import utcnow
-
-if TYPE_CHECKING:
-    from slack_bolt.authorization.authorize import InstallationStoreAuthorize
-    from slack_bolt.oauth.callback_options import FailureArgs, SuccessArgs
-    from slack_bolt.oauth.oauth_settings import OAuthSettings
-    from slack_bolt.response import BoltResponse
-
-    from bot.store import Store
+from bot.store import Store, utcnow
 
 log = logging.getLogger("bot.oauth")
 
@@ -138,8 +135,6 @@ class StoreInstallations(InstallationStore):
     # saving -------------------------------------------------------------------------------------------
 
     def save(self, installation: Installation) -> None:
-        from slack_bolt.error import BoltError
-
         team_id, enterprise_id = installation_key(installation.team_id, installation.enterprise_id,
                                                   installation.is_enterprise_install)
         try:
@@ -311,9 +306,6 @@ def rotator(settings: Settings, client: WebClient) -> TokenRotator:
 def oauth_settings(settings: Settings, store: Store, client: WebClient) -> OAuthSettings:
     """Bolt's OAuth settings: our installation and state stores, the configured scopes, and a token rotator
     and authorizer whose calls go through `client` (SLACK_API_URL)."""
-    from slack_bolt.oauth.callback_options import CallbackOptions
-    from slack_bolt.oauth.oauth_settings import OAuthSettings
-
     installations = StoreInstallations(store, rotator=rotator(settings, client),
                                        cipher=TokenCipher.of(settings.token_encryption_keys))
     bolt_logger = logging.getLogger("slack_bolt.oauth")
@@ -339,8 +331,6 @@ def oauth_settings(settings: Settings, store: Store, client: WebClient) -> OAuth
 
 def authorizer(oauth: OAuthSettings, installations: StoreInstallations,
                client: WebClient) -> InstallationStoreAuthorize:
-    from slack_bolt.authorization.authorize import InstallationStoreAuthorize
-
     return InstallationStoreAuthorize(
         logger=logging.getLogger("slack_bolt.authorize"),
         installation_store=installations,

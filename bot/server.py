@@ -28,6 +28,8 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+from slack_bolt.adapter.socket_mode import SocketModeHandler
+from slack_bolt.adapter.wsgi import SlackRequestHandler
 from slack_bolt.context import BoltContext
 from slack_bolt.request.internals import build_context, parse_body
 from slack_bolt.request.payload_utils import (
@@ -40,8 +42,11 @@ from slack_bolt.request.payload_utils import (
     to_step,
     to_view,
 )
+from slack_sdk.errors import SlackApiError
 from slack_sdk.signature import SignatureVerifier
+from waitress import create_server, wasyncore
 
+from bot.app import LAZY_WORKERS, build_app, make_services, web_client
 from bot.config import Settings
 from bot.errors import ServeError, StoreError
 from bot.store import Store, iso, open_store
@@ -191,8 +196,6 @@ def _json(start_response: StartResponse, status: int, body: dict[str, Any],
 
 def create_http_server(wsgi: WsgiApp, port: int, host: str = "0.0.0.0") -> Any:
     """A bound (not yet running) waitress server; `.effective_port` is the port it listens on."""
-    from waitress import create_server
-
     return create_server(wsgi, host=host, port=port, threads=HTTP_THREADS, ident="mlresearch-bot",
                          max_request_body_size=MAX_BODY, clear_untrusted_proxy_headers=True)
 
@@ -201,7 +204,7 @@ def start_poller(settings: Settings, store: Store) -> Poller | None:
     """The in-process poller (every POLL_INTERVAL seconds, with jitter) over the one poll pipeline, or None
     when POLL_INTERVAL=0. First run: a sparse archive is filled from the research index in the background now,
     and retried after each poll until one backfill succeeds (it does nothing after that)."""
-    from bot.pipeline import Pipeline
+    from bot.pipeline import Pipeline  # the poller's HTTP stack (httpx, feedparser): imported after listening
 
     pipeline = Pipeline.from_settings(settings, store)
     threading.Thread(target=pipeline.backfill_if_sparse, name="backfill", daemon=True).start()
@@ -227,8 +230,6 @@ def _start_poller_into(
 
 def serve(settings: Settings) -> int:
     """Run until SIGTERM/SIGINT; 0 on a clean stop. Raises ServeError when it cannot start."""
-    from bot.app import LAZY_WORKERS, build_app, make_services, web_client
-
     store = open_store(settings.database_url)
     store.migrate()
     executor = ThreadPoolExecutor(max_workers=LAZY_WORKERS, thread_name_prefix="lazy")
@@ -236,8 +237,6 @@ def serve(settings: Settings) -> int:
     services = make_services(settings, store, client)  # its search index is built once the server listens
     app = build_app(settings, store, client=client, executor=executor, services=services)
     socket_mode = settings.slack_app_token is not None
-    from slack_bolt.adapter.wsgi import SlackRequestHandler
-
     handler = SlackRequestHandler(app, path=EVENTS_PATH)
     slack: WsgiApp | None = None if socket_mode else handler
     oauth: WsgiApp | None = handler if settings.oauth_enabled else None  # also beside Socket Mode
@@ -283,8 +282,6 @@ def serve(settings: Settings) -> int:
 def run_until(server: Any, stopping: threading.Event, grace: float = HTTP_GRACE_SECONDS) -> None:
     """Serve until `stopping` is set, then stop accepting, let the requests in flight finish and their
     answers reach the client (up to `grace` seconds), and close."""
-    from waitress import wasyncore
-
     try:
         while not stopping.is_set():
             wasyncore.loop(timeout=1.0, map=server._map, count=1)
@@ -303,9 +300,6 @@ def _busy(server: Any) -> bool:
 
 
 def _connect_socket_mode(app: Any, settings: Settings) -> Any:
-    from slack_bolt.adapter.socket_mode import SocketModeHandler
-    from slack_sdk.errors import SlackApiError
-
     handler = SocketModeHandler(app, app_token=settings.slack_app_token, web_client=app.client)
     try:
         handler.connect()

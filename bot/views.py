@@ -11,16 +11,13 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bot.blocks import KIND_LABEL, cut, day, escape, format_authors, snippet, title_link
-from bot.models import FeedState, SearchHit, Subscription
+from bot.models import FeedState, Item, SearchHit, Subscription
 from bot.search.highlight import WordMatcher, highlighted_snippet
 from bot.store import utcnow
-
-if TYPE_CHECKING:
-    from bot.models import Item
-    from bot.summarize import Summary
+from bot.summarize import Summary
 
 COMMAND = "/mlresearch"
 LIST_SNIPPET_CHARS = 200
