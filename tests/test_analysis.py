@@ -32,7 +32,7 @@ PAIRS = sorted({f"{a} {b}".lower() for post in POSTS for a, b in pairwise(words(
     ("Image Captioning with Diffusion", ["imag", "caption", "with", "diffus"]),
     ("state-of-the-art GPT-4o, e.g. (3D)", ["state", "of", "the", "art", "gpt", "4o", "e", "g", "3d"]),
     ("snake_case don't", ["snake", "case", "don", "t"]),
-    ("ÜNÏCODE Café naïve 日本語", ["ünïcode", "café", "naïv", "日本語"]),
+    ("ÜNÏCODE Café naïve 日本語", ["unicod", "cafe", "naiv", "日本語"]),  # accents fold
     ("", []),
     ("*** --- !!! …", []),
 ])

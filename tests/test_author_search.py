@@ -130,6 +130,7 @@ def test_author_names_with_accents_and_punctuation(database_url: str) -> None:
     s.migrate()
     s.add_items([item("x", "X", "x", 1, ("Chloé O'Brien-Smith",))])
     assert titles(search(s, 'author:"Chloé O\'Brien-Smith"')) == ["X"]
+    assert titles(search(s, 'author:"Chloe O\'Brien-Smith"')) == ["X"]  # accents fold, on both stores
     assert titles(search(s, "author:obrien")) == []
     assert titles(search(s, "author:Brien")) == ["X"]
 

@@ -1,6 +1,7 @@
 """The one analysis of text that search, subscription keywords and highlighting share: words split on anything
-that is not a letter or digit, lower-cased, English-stemmed (tantivy's Snowball stemmer). The index registers
-the same analyzer under ANALYZER_NAME, so "the words a search matched" means the same everywhere.
+that is not a letter or digit, lower-cased, accents folded (Chloé is chloe), English-stemmed (tantivy's
+Snowball stemmer). The index registers the same analyzer under ANALYZER_NAME, so "the words a search matched"
+means the same everywhere.
 
     terms("Image Captioning with Diffusion") -> ["imag", "caption", "with", "diffus"]
 """
@@ -20,6 +21,7 @@ def analyzer() -> tantivy.TextAnalyzer:
         tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
         .filter(tantivy.Filter.remove_long(100))
         .filter(tantivy.Filter.lowercase())
+        .filter(tantivy.Filter.ascii_fold())
         .filter(tantivy.Filter.stemmer("english"))
         .build()
     )
