@@ -7,7 +7,6 @@ import argparse
 import io
 import json
 import logging
-import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -23,16 +22,7 @@ from bot.pipeline import Pipeline
 from bot.store import Store, open_store
 from tests.fakes.feed_server import FeedServer, Reply
 from tests.fakes.research_index import INDEX_FIXTURE
-
-DATA = Path(__file__).resolve().parent / "data"
-FEED = (DATA / "apple_ml_rss.xml").read_bytes()
-NEWEST = "https://machinelearning.apple.com/research/introducing-third-generation-of-apple-foundation-models"
-
-
-def feed_without_newest() -> bytes:
-    without, n = re.subn(rb"<item>.*?</item>", b"", FEED, count=1, flags=re.DOTALL)
-    assert n == 1 and NEWEST.encode() not in without
-    return without
+from tests.test_backfill import DATA, FEED, NEWEST, feed_without_newest  # the feed before its newest item
 
 
 @pytest.fixture
