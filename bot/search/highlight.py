@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from collections import deque
 from collections.abc import Collection, Iterable, Sequence, Set
+from functools import lru_cache
 from itertools import accumulate
 
 from bot.blocks import escape
@@ -27,6 +27,7 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 _TOKENS = re.compile(r"(\w+)", re.UNICODE)
 # Look-alikes for the characters that pair up as mrkdwn formatting.
 _INERT = str.maketrans({"*": "\u2217", "`": "\u02cb", "~": "\u223c"})
+MAX_ANSWERS = 20_000  # words remembered per set of query terms (_answers)
 MIN_STEM_CHARS = 4  # as bot.search.index's: a typed prefix also stands for an indexed start of it this long
 
 
@@ -51,11 +52,13 @@ class WordMatcher:
         starts = (self._typed[:end] for end in range(len(self._typed) - 1, MIN_STEM_CHARS - 1, -1))
         longest = next((start for start in starts if start in known), None)
         self._exact = frozenset(exact if longest is None else exact | {longest})
-        self._seen: dict[str, bool] = {}  # word -> whether it matches (a reply's texts repeat their words)
+        self._seen = _answers(self._exact, self._typed)  # shared by the matchers of the same terms
 
     def __call__(self, word: str) -> bool:
         seen = self._seen.get(word)
         if seen is None:
+            if len(self._seen) >= MAX_ANSWERS:
+                self._seen.clear()
             seen = self._seen[word] = self._matches(word)
         return seen
 
@@ -66,6 +69,13 @@ class WordMatcher:
     def among(self, words: Collection[str]) -> Set[str]:
         """Those of `words` that match."""
         return {word for word in words if self(word)}
+
+
+@lru_cache(maxsize=256)
+def _answers(exact: frozenset[str], typed: str) -> dict[str, bool]:
+    """word -> whether it matches these terms: one dict for every matcher of the same terms (a reply's five
+    snippets, and the next search of the same topic), so each word is analyzed and compared once."""
+    return {}
 
 
 def word_matcher(terms: Sequence[str], *, prefix_last: bool = False) -> WordMatcher:
@@ -98,6 +108,14 @@ def _known(unique_words: set[str]) -> set[str]:
     return {term for word in unique_words for term in analyze(word)}
 
 
+def _first_of(words: Set[str], text: str) -> re.Match[str] | None:
+    """The first whole-word occurrence in `text` of any of `words`."""
+    if not words:
+        return None
+    alternatives = "|".join(map(re.escape, sorted(words, key=len, reverse=True)))
+    return re.search(rf"(?<!\w)(?:{alternatives})(?!\w)", text)
+
+
 def inert(text: str) -> str:
     """Feed text made unable to mention, link, ping or pair with our formatting markers."""
     return escape(text.translate(_INERT))
@@ -105,16 +123,15 @@ def inert(text: str) -> str:
 
 def highlighted_snippet(text: str, is_match: WordMatcher, limit: int = 300) -> str:
     """At most `limit` characters of `text` (before escaping) around the first matching word, escaped for
-    mrkdwn, with every matching word in bold. Only the words up to the first match and those shown are
-    analyzed."""
+    mrkdwn, with every matching word in bold. Each distinct word is asked of `is_match` once; the text is
+    then searched for the matching words by a regular expression."""
     text = " ".join(text.split())
-    recent: deque[int] = deque(maxlen=9)  # where the last words seen begin, up to the first match
-    late = False
-    for word in _WORD.finditer(text):
-        recent.append(word.start())
-        if is_match(word.group()):
-            late = word.end() > limit * 2 // 3
-            break
+    matching = is_match.among(set(_WORD.findall(text)))
+    first = _first_of(matching, text)
+    late = first is not None and first.end() > limit * 2 // 3
+    recent = [0]
+    if late and first is not None:  # where the 8 words before the first match begin, and the match
+        recent = [word.start() for word in _WORD.finditer(text, 0, first.start())][-8:] + [first.start()]
     # Start at the text, or (the first match being late) 8 words before the first match.
     start, prefix = (recent[0], "…") if late else (0, "")
     budget = limit - 1 - len(prefix)  # the last character is for "…"
@@ -126,7 +143,8 @@ def highlighted_snippet(text: str, is_match: WordMatcher, limit: int = 300) -> s
         end -= 1
     # A word (\w+) holds none of the characters that escaping or `inert` change.
     body = "".join(
-        (f"*{token}*" if is_match(token) else token) if index % 2 else token if token == " " else inert(token)
+        (f"*{token}*" if token in matching else token) if index % 2 else token if token == " "
+        else inert(token)
         for index, token in enumerate(tokens[:end])
     ).strip()
     if truncated:
