@@ -2,7 +2,7 @@
 
 A word matches when one of its analyzed terms (`bot.search.analysis`, the search index's own analysis) is
 one of the query's analyzed terms, so "captions" matches "captioning"; with `prefix_last`, a word also matches
-when one of its terms is one the search expands the last word typed to (see `WordMatcher._expands_to`).
+when one of its terms is one the search expands the last word typed to (see `WordMatcher`).
 
     is_match = word_matcher(["caption"])                      # is_match("Captions") -> True
     highlighted_snippet("Image captioning & <b>", is_match)   ->  "Image *captioning* &amp; &lt;b&gt;"
