@@ -292,6 +292,53 @@ def test_a_change_by_another_process_is_found_by_the_next_search(database_url):
     assert slugs(run_search(index, "numbats ").hits) == ["first"]
 
 
+def counting_store(database_url: str) -> Store:
+    """A store of the URL's backend that counts its reads of the whole archive (`all_items`)."""
+    plain = open_store(database_url)
+
+    class Counting(type(plain)):  # type: ignore[misc]
+        full_reads = 0
+
+        def all_items(self):
+            self.full_reads += 1
+            return super().all_items()
+
+    return Counting(getattr(plain, "path", database_url))
+
+
+def test_a_refresh_reads_only_the_rows_written_since(database_url):
+    mine, other = counting_store(database_url), open_store(database_url)
+    mine.migrate()
+    other.add_items([make(f"filler-{n}", f"Filler {n}", "unrelated") for n in range(10)])
+    index = SearchIndex(mine)
+    first = index.current()
+    other.add_items([make("new", "Wombats", "about wombats")])
+    filler = mine.get_item("https://machinelearning.apple.com/research/filler-3")
+    assert filler is not None
+    other.add_items([Item(**{**filler.__dict__, "title": "Quokkas"})])
+    assert slugs(run_search(index, "wombats ").hits) == ["new"]
+    assert slugs(run_search(index, "quokkas ").hits) == ["filler-3"]
+    assert "filler-3" not in slugs(run_search(index, "filler", limit=20).hits)
+    refreshed = index.current()
+    assert mine.full_reads == 1 and refreshed.index is first.index
+    assert refreshed.rows == {row["id"]: row for row in mine.all_items()}
+    assert refreshed.marker == mine.change_marker() != first.marker
+
+
+def test_a_deleted_item_leaves_the_index_at_the_next_search(database_url):
+    """The bot never deletes items; when someone does, the refresh sees fewer items than it expects."""
+    mine, other = counting_store(database_url), open_store(database_url)
+    mine.migrate()
+    other.add_items([make("gone", "Wombats", "about wombats"), make("kept", "Quokkas", "about quokkas")])
+    index = SearchIndex(mine)
+    assert slugs(run_search(index, "wombats ").hits) == ["gone"]
+    with other.connect() as db:
+        db.execute("DELETE FROM items WHERE id LIKE ?", ["%/gone"])
+    assert run_search(index, "wombats ").hits == []
+    assert slugs(run_search(index, "quokkas ").hits) == ["kept"]
+    assert mine.full_reads == 2
+
+
 def test_a_search_before_the_first_build_waits_for_it(archive):
     index = SearchIndex(archive, ready_wait=READY_WAIT)
     index.start()

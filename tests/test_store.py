@@ -87,6 +87,37 @@ def test_every_change_to_items_moves_the_change_marker(store):
     assert store.change_marker() == edited  # only items move it
 
 
+def test_changed_items_are_the_rows_written_after_a_marker(store):
+    store.add_items(RSS)
+    marker = store.change_marker()
+    assert store.changed_items(marker) == ([], len(RSS))
+    velox = next(i for i in RSS if i.link.endswith("/velox"))
+    store.add_items([replace(velox, title="Quokka")])
+    edited = store.change_marker()
+    rows, count = store.changed_items(marker)
+    assert [(r["id"], r["title"]) for r in rows] == [(velox.id, "Quokka")] and count == len(RSS)
+    assert rows == [r for r in store.all_items() if r["id"] == velox.id]
+    store.add_items(ARCHIVE[:2])
+    rows, count = store.changed_items(edited)
+    assert {r["id"] for r in rows} == {i.id for i in ARCHIVE[:2]} - {i.id for i in RSS}
+    assert count == store.count_items()
+    assert store.changed_items(store.change_marker()) == ([], count)
+
+
+def test_m009_stamps_existing_rows_with_the_current_marker(database_url):
+    old = open_store(database_url)
+    old.migrate(stop_before="m009_item_changes")
+    old.add_items(RSS)
+    marker = old.change_marker()
+    assert marker > 0
+    assert open_store(database_url).migrate() == ["m009_item_changes"]
+    assert {r[0] for r in raw(old, "SELECT changed FROM items")} == {marker}
+    assert sorted(old.changed_items(marker - 1)[0], key=lambda r: r["id"]) == old.all_items()
+    assert old.changed_items(marker) == ([], len(RSS))
+    old.add_items([replace(RSS[0], title="Quokka")])
+    assert [r["title"] for r in old.changed_items(marker)[0]] == ["Quokka"]
+
+
 def test_migrate_is_idempotent(store):
     store.migrate()
     store.migrate()

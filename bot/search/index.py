@@ -14,9 +14,10 @@ give the same order. Queries are built with tantivy.Query constructors only (nev
 user string is safe.
 
 Freshness: every search reads the store's change marker (a counter bumped by triggers on items, one tiny
-query); when it moved, the rows that changed are re-indexed (or the whole index rebuilt, see `build`) before
-the search runs. A search that arrives while the first build runs (`start`, at serve's start-up) waits for
-it at most READY_WAIT seconds, then gets a one-line answer.
+query); when it moved, the rows written since (each row is stamped with its last write's marker) are read and
+re-indexed (or the whole index rebuilt, see `build`) before the search runs. A search that arrives while the
+first build runs (`start`, at serve's start-up) waits for it at most READY_WAIT seconds, then gets a one-line
+answer.
 """
 
 from __future__ import annotations
@@ -90,22 +91,28 @@ SCHEMA = _schema()
 
 def build(store: Store, previous: _Snapshot | None = None) -> _Snapshot:
     """The index of the whole archive (the marker is read first: the rows are at least that new). Given the
-    previous snapshot, only the rows that changed since are re-indexed, in its index (unless more than
-    REBUILD_SHARE of them did: then a new index, whose statistics hold no deleted documents)."""
+    previous snapshot, only the rows written since its marker are read (`Store.changed_items`) and re-indexed,
+    in its index (unless more than REBUILD_SHARE of them changed: then a new index, whose statistics hold no
+    deleted documents). Items are never deleted by the bot: when the archive holds fewer items than the
+    snapshot's rows with the changes applied, some were, and every row is read again."""
     marker = store.change_marker()
-    rows = {row["id"]: row for row in store.all_items()}
     if previous is not None:
-        changed = [row for key, row in rows.items() if previous.rows.get(key) != row]
-        removed = [key for key in previous.rows if key not in rows]
-        if len(changed) + len(removed) <= REBUILD_SHARE * max(len(rows), 1):
-            index = previous.index
-            writer = index.writer(heap_size=WRITER_HEAP, num_threads=WRITER_THREADS)
-            for key in removed:
-                writer.delete_documents_by_term("id", key)
-            for row in changed:
-                writer.delete_documents_by_term("id", row["id"])
-                writer.add_document(_document(row))
-            return _committed(index, writer, rows, marker)
+        written, count = store.changed_items(previous.marker)
+        changed = [row for row in written if previous.rows.get(row["id"]) != row]
+        rows = previous.rows | {row["id"]: row for row in changed}
+        if len(rows) == count:
+            if len(changed) <= REBUILD_SHARE * max(count, 1):
+                index = previous.index
+                writer = index.writer(heap_size=WRITER_HEAP, num_threads=WRITER_THREADS)
+                for row in changed:
+                    writer.delete_documents_by_term("id", row["id"])
+                    writer.add_document(_document(row))
+                return _committed(index, writer, rows, marker)
+            return _new_index(rows, marker)
+    return _new_index({row["id"]: row for row in store.all_items()}, marker)
+
+
+def _new_index(rows: dict[str, dict[str, Any]], marker: int) -> _Snapshot:
     index = tantivy.Index(SCHEMA)
     index.register_tokenizer(ANALYZER_NAME, analyzer())
     writer = index.writer(heap_size=WRITER_HEAP, num_threads=WRITER_THREADS)

@@ -1,7 +1,7 @@
 """The archive: items and their aliases, ingesting a feed's fetch (new items, edits, the feed's baseline
 poll, queueing deliveries), merging the research index, and reading items back (a part of `Store`). Search is
-not the archive's: the engine (bot.search.index) is built from `all_items` and rebuilt when `change_marker`
-moves."""
+not the archive's: the engine (bot.search.index) is built from `all_items` and, when `change_marker` moves,
+refreshed from `changed_items`."""
 
 from __future__ import annotations
 
@@ -146,9 +146,18 @@ class ArchiveMixin(StoreBase):
 
     def change_marker(self) -> int:
         """A counter every insert, update or delete of items moves (triggers, whatever process writes): the
-        search index is rebuilt when it differs from the one it was built at."""
+        search index is refreshed when it differs from the one it was built at."""
         with self.connect() as db:
             return int(db.one("SELECT n FROM search_generation")[0])
+
+    def changed_items(self, since: int) -> tuple[list[dict[str, Any]], int]:
+        """The rows (as `all_items`) inserted or updated after the change marker was `since` (each row is
+        stamped with the marker its last write moved it to), and how many items the archive holds (deletes
+        leave no row: a count below what the reader expects is one)."""
+        with self.connect() as db:
+            # In no order: sorting by id would make the planner walk the id index instead of items_changed.
+            rows = db.rows(f"SELECT {ITEM_COLUMNS} FROM items WHERE changed > ?", [since])
+            return rows, int(db.one("SELECT count(*) FROM items")[0])
 
 
 def _merge(db: Conn, items: Sequence[Item], now: str | None) -> tuple[list[Item], int]:

@@ -3,7 +3,8 @@ more than one process on one database.
 
 The tables and migrations are SQLite's (`_migrations` records the same names, applied in one transaction
 under an advisory lock). Search is bot.search.index, the same engine as SQLite's; search_generation, bumped
-by a statement trigger on items (m007), tells it when to rebuild.
+by a statement trigger on items (m007, m009), tells it when to refresh, and items.changed (m009) which rows
+to re-read.
 
 Processes: writers take turns (each write transaction begins with a transaction-scoped advisory lock, as
 SQLite's BEGIN IMMEDIATE), and the poll lock is a session advisory lock held on a connection of its own:
@@ -149,6 +150,31 @@ def m008_feed_baseline(db: Conn) -> None:
     copy_global_baseline(db)
 
 
+def m009_item_changes(db: Conn) -> None:
+    """Each item row carries the change marker of its last insert or update (`changed`; existing rows get
+    the current one), so the search index re-reads only the rows changed since it was built
+    (bot.store.archive.changed_items). The marker is now bumped BEFORE each statement that changes items:
+    the bump locks the counter's row until commit (a concurrent writer waits for it there) and leaves the new
+    value in a transaction-local setting, with which the statement's rows are stamped (a setting, not a read
+    of the counter per row: bulk inserts stay as fast as before)."""
+    for sql in [
+        "DROP TRIGGER items_generation ON items",
+        "ALTER TABLE items ADD COLUMN changed BIGINT NOT NULL DEFAULT 0",
+        "UPDATE items SET changed = (SELECT n FROM search_generation)",
+        "CREATE INDEX items_changed ON items (changed)",
+        "CREATE OR REPLACE FUNCTION items_generation() RETURNS trigger LANGUAGE plpgsql AS "
+        "$$ DECLARE g bigint; BEGIN UPDATE search_generation SET n = n + 1 RETURNING n INTO g; "
+        "PERFORM set_config('mlresearch.generation', g::text, true); RETURN NULL; END $$",
+        "CREATE TRIGGER items_generation BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON items "
+        "FOR EACH STATEMENT EXECUTE FUNCTION items_generation()",
+        "CREATE FUNCTION items_changed() RETURNS trigger LANGUAGE plpgsql AS "
+        "$$ BEGIN NEW.changed := current_setting('mlresearch.generation')::bigint; RETURN NEW; END $$",
+        "CREATE TRIGGER items_changed BEFORE INSERT OR UPDATE ON items "
+        "FOR EACH ROW EXECUTE FUNCTION items_changed()",
+    ]:
+        db.execute(sql)
+
+
 PG_MIGRATIONS = (
     m001_items,
     m002_delivery,
@@ -158,6 +184,7 @@ PG_MIGRATIONS = (
     m006_search_generation,
     m007_one_search_engine,
     m008_feed_baseline,
+    m009_item_changes,
 )
 
 

@@ -1,7 +1,7 @@
 """The SQLite backend: one file (plus its WAL), sqlite-utils migrations, a flock poll lock. A new database
 file (and its WAL and lock files) is created readable by its owner only (0o600). The embedded default: no
 server, one host. (Search is bot.search.index, the same for both stores; search_generation, bumped by
-triggers on items, tells it when to rebuild.)
+triggers on items, tells it when to refresh, and items.changed which rows to re-read.)
 """
 
 from __future__ import annotations
@@ -187,6 +187,24 @@ def m008_feed_baseline(db: Database) -> None:
     copy_global_baseline(Conn(db.conn, pyformat=False))
 
 
+def m009_item_changes(db: Database) -> None:
+    """Each item row carries the change marker of its last insert or update (`changed`; existing rows get
+    the current one), so the search index re-reads only the rows changed since it was built
+    (bot.store.archive.changed_items). The insert and update triggers bump the marker, then stamp the row
+    (recursive triggers are off: the stamp fires no trigger)."""
+    for event in ("insert", "update"):
+        db.execute(f"DROP TRIGGER items_generation_{event}")
+    db.execute("ALTER TABLE items ADD COLUMN changed INTEGER NOT NULL DEFAULT 0")
+    db.execute("UPDATE items SET changed = (SELECT n FROM search_generation)")
+    db.execute("CREATE INDEX items_changed ON items (changed)")
+    for event in ("INSERT", "UPDATE"):
+        db.execute(
+            f"CREATE TRIGGER items_generation_{event.lower()} AFTER {event} ON items BEGIN "
+            "UPDATE search_generation SET n = n + 1; "
+            "UPDATE items SET changed = (SELECT n FROM search_generation) WHERE pk = NEW.pk; END"
+        )
+
+
 # --- the store -----------------------------------------------------------------------------------------
 
 
@@ -197,7 +215,7 @@ def migration_set() -> Migrations:
 
     migrations = Migrations(MIGRATION_SET)
     steps = (m001_items, m002_delivery, m003_authors_fts, m004_fts_prefix_index, m005_installations,
-             m006_search_generation, m007_one_search_engine, m008_feed_baseline)
+             m006_search_generation, m007_one_search_engine, m008_feed_baseline, m009_item_changes)
     for step in steps:
         migrations()(step)
     return migrations

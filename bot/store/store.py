@@ -4,7 +4,7 @@
     base.StoreBase                   connections, write transactions, sessions, the hooks a backend fills
     archive.ArchiveMixin             items and aliases: ingest/preview (the per-feed baseline), add_items,
                                      merge_index/preview_index (enrichment), get_item(s), latest, count_items,
-                                     all_items, change_marker
+                                     all_items, change_marker, changed_items
     feed_state.FeedStateMixin        feed state (validators, errors, baseline) and meta
     subscriptions.SubscriptionsMixin subscriptions and workspaces
     ledger.LedgerMixin               the delivery ledger: queue, claim, settle (sent, failed, released)
