@@ -354,11 +354,12 @@ def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_summarize(settings: Settings, args: argparse.Namespace) -> int:
+    from bot.search.index import SearchIndex
     from bot.summarize import Summarizer
 
     topic = " ".join(" ".join(args.topic).split())
     store = open_archive(settings)
-    summary = Summarizer.from_settings(settings).summarize(store, topic)
+    summary = Summarizer.from_settings(settings).summarize(SearchIndex(store), topic)
     if summary is None:  # nothing found is not a failure: a message, or a null summary under --json
         if args.json:
             _out(json.dumps({"topic": topic, "summary": None, "items": []}, ensure_ascii=False))

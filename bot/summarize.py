@@ -1,7 +1,7 @@
 """What the archive says about a topic, as a few bullets, each citing the items it comes from.
 
-    summary = Summarizer().summarize(store, "image captioning")          # extractive, offline
-    summary = Summarizer.from_settings(settings).summarize(store, topic)   # abstractive when configured
+    summary = Summarizer().summarize(index, "image captioning")          # extractive, offline
+    summary = Summarizer.from_settings(settings).summarize(index, topic)   # abstractive when configured
 
 Retrieval is the archive's own search (the best few items, by BM25). The extractive summary quotes whole
 sentences from those items' abstracts, chosen by how many topic words they hold: nothing is invented. With an
@@ -26,7 +26,6 @@ from bot.models import Item
 from bot.search.highlight import matching_words, words
 from bot.search.index import SearchIndex
 from bot.search.query import Query, parse_query
-from bot.store import Store
 
 if TYPE_CHECKING:
     import httpx
@@ -92,13 +91,10 @@ def topic_terms(topic: str) -> tuple[list[str], bool, Any]:
     return terms, prefix_last, query.filters
 
 
-def retrieve(
-    store: SearchIndex | Store, topic: str, limit: int = MAX_ITEMS
-) -> tuple[list[Item], list[str], bool]:
-    """The items most about the topic (best first, from the search index; a store is searched through a new
-    index of it), the terms used, and whether the last is a prefix."""
+def retrieve(index: SearchIndex, topic: str, limit: int = MAX_ITEMS) -> tuple[list[Item], list[str], bool]:
+    """The items most about the topic (best first, from the search index), the terms used, and whether the
+    last is a prefix."""
     terms, prefix_last, filters = topic_terms(topic)
-    index = store if isinstance(store, SearchIndex) else SearchIndex(store)
     found = index.search(Query(tuple(terms), prefix_last, filters, parse_query(topic).phrases), limit)
     hits = found.hits
     if found.searched_for:  # a misspelt word was searched as another: the summary quotes what was found
@@ -207,10 +203,10 @@ class Summarizer:
     def abstractive(self) -> bool:
         return self.api_url is not None
 
-    def summarize(self, store: SearchIndex | Store, topic: str) -> Summary | None:
+    def summarize(self, index: SearchIndex, topic: str) -> Summary | None:
         """The summary, or None when nothing in the archive matches the topic. Raises SearchError for a
         topic that is not a usable query (too long, no words)."""
-        items, terms, prefix_last = retrieve(store, topic)
+        items, terms, prefix_last = retrieve(index, topic)
         if not items:
             return None
         if self.abstractive:

@@ -14,15 +14,15 @@ import pytest
 from bot import cli
 from bot.commands import Invocation, Services, handle
 from bot.config import Settings
-from bot.store import Store
+from bot.search.index import SearchIndex
 from bot.summarize import Summarizer, parse_bullets, retrieve, sentences
 from tests.fakes.archive import filled_store
 from tests.fakes.openai_api import FakeOpenAI
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Store:
-    return filled_store(tmp_path)
+def index(tmp_path: Path) -> SearchIndex:
+    return SearchIndex(filled_store(tmp_path))
 
 
 def flat(text: str) -> str:
@@ -33,10 +33,10 @@ def flat(text: str) -> str:
 
 
 @pytest.mark.parametrize("topic", ["diffusion models", "image captioning", "privacy", "self-play driving"])
-def test_extractive_quotes_only_sentences_from_the_cited_abstracts(store: Store, topic: str) -> None:
-    summary = Summarizer().summarize(store, topic)
+def test_extractive_quotes_only_sentences_from_the_cited_abstracts(index: SearchIndex, topic: str) -> None:
+    summary = Summarizer().summarize(index, topic)
     assert summary is not None and summary.method == "extractive"
-    retrieved_ids = {item.id for item in retrieve(store, topic)[0]}
+    retrieved_ids = {item.id for item in retrieve(index, topic)[0]}
     assert 1 <= len(summary.bullets) <= 4
     for bullet in summary.bullets:
         assert bullet.sources
@@ -51,14 +51,14 @@ def test_extractive_quotes_only_sentences_from_the_cited_abstracts(store: Store,
     assert summary.last_day == max(i.published for i in summary.items).date()
 
 
-def test_extractive_prefers_sentences_holding_the_topic(store: Store) -> None:
-    summary = Summarizer().summarize(store, "diffusion")
+def test_extractive_prefers_sentences_holding_the_topic(index: SearchIndex) -> None:
+    summary = Summarizer().summarize(index, "diffusion")
     assert summary is not None
     assert all("diffusion" in b.text.lower() for b in summary.bullets)
 
 
-def test_a_topic_matching_nothing_is_none(store: Store) -> None:
-    assert Summarizer().summarize(store, "qwertyuiop asdfgh") is None
+def test_a_topic_matching_nothing_is_none(index: SearchIndex) -> None:
+    assert Summarizer().summarize(index, "qwertyuiop asdfgh") is None
 
 
 def test_sentences_keep_abbreviations_and_drop_a_cut_off_tail() -> None:
@@ -78,15 +78,15 @@ def api() -> Iterator[FakeOpenAI]:
         yield fake
 
 
-def test_model_summary_is_grounded_in_the_retrieved_items(store: Store, api: FakeOpenAI) -> None:
+def test_model_summary_is_grounded_in_the_retrieved_items(index: SearchIndex, api: FakeOpenAI) -> None:
     api.content = (
         "- Composition of diffusion models can produce out-of-distribution images [1].\n"
         "- **Normalizing flows** rival diffusion for image generation [2][1]\n"
     )
     summarizer = Summarizer(api.url, "sk-test", "tiny-model", timeout=5)
-    summary = summarizer.summarize(store, "diffusion models")
+    summary = summarizer.summarize(index, "diffusion models")
     assert summary is not None and summary.method == "abstractive" and summary.model == "tiny-model"
-    retrieved = retrieve(store, "diffusion models")[0]
+    retrieved = retrieve(index, "diffusion models")[0]
     assert [b.sources for b in summary.bullets] == [(1,), (2, 1)]
     assert summary.bullets[1].text == "Normalizing flows rival diffusion for image generation"
     assert summary.items == (retrieved[0], retrieved[1])
@@ -100,27 +100,29 @@ def test_model_summary_is_grounded_in_the_retrieved_items(store: Store, api: Fak
     assert f"[{len(retrieved) + 1}]" not in prompt
 
 
-def test_a_citation_of_an_item_not_retrieved_is_rejected(store: Store, api: FakeOpenAI) -> None:
-    retrieved = retrieve(store, "diffusion models")[0]
+def test_a_citation_of_an_item_not_retrieved_is_rejected(index: SearchIndex, api: FakeOpenAI) -> None:
+    retrieved = retrieve(index, "diffusion models")[0]
     api.content = (
         f"- Grounded claim [1]\n- Invented claim [{len(retrieved) + 1}]\n- Mixed claim [2][99]\n- No source"
     )
-    summary = Summarizer(api.url, timeout=5).summarize(store, "diffusion models")
+    summary = Summarizer(api.url, timeout=5).summarize(index, "diffusion models")
     assert summary is not None and summary.method == "abstractive"
     assert [b.text for b in summary.bullets] == ["Grounded claim"]
     assert summary.items == (retrieved[0],)
 
 
-def test_only_ungrounded_bullets_fall_back_to_extractive(store: Store, api: FakeOpenAI) -> None:
+def test_only_ungrounded_bullets_fall_back_to_extractive(index: SearchIndex, api: FakeOpenAI) -> None:
     api.content = "- Everything is invented [42]\n- So is this [0]"
-    summary = Summarizer(api.url, timeout=5).summarize(store, "diffusion models")
+    summary = Summarizer(api.url, timeout=5).summarize(index, "diffusion models")
     assert summary is not None and summary.method == "extractive"
 
 
-def test_a_slow_model_falls_back_to_extractive_within_the_timeout(store: Store, api: FakeOpenAI) -> None:
+def test_a_slow_model_falls_back_to_extractive_within_the_timeout(
+    index: SearchIndex, api: FakeOpenAI
+) -> None:
     api.content, api.delay = "- Too late [1]", 10
     started = time.monotonic()
-    summary = Summarizer(api.url, timeout=0.5).summarize(store, "diffusion models")
+    summary = Summarizer(api.url, timeout=0.5).summarize(index, "diffusion models")
     assert time.monotonic() - started < 3
     assert summary is not None and summary.method == "extractive"
     assert len(api.requests) == 1
@@ -137,24 +139,24 @@ def test_a_slow_model_falls_back_to_extractive_within_the_timeout(store: Store, 
     ],
 )
 def test_an_error_falls_back_to_extractive(
-    store: Store, api: FakeOpenAI, status: int, raw: bytes | None
+    index: SearchIndex, api: FakeOpenAI, status: int, raw: bytes | None
 ) -> None:
     api.status, api.raw = status, raw
-    summary = Summarizer(api.url, timeout=5).summarize(store, "diffusion models")
+    summary = Summarizer(api.url, timeout=5).summarize(index, "diffusion models")
     assert summary is not None and summary.method == "extractive"
 
 
-def test_an_unreachable_endpoint_falls_back(store: Store) -> None:
+def test_an_unreachable_endpoint_falls_back(index: SearchIndex) -> None:
     with FakeOpenAI() as gone:
         url = gone.url
-    summary = Summarizer(url, timeout=5).summarize(store, "privacy")
+    summary = Summarizer(url, timeout=5).summarize(index, "privacy")
     assert summary is not None and summary.method == "extractive"
 
 
-def test_an_injected_client_is_used(store: Store, api: FakeOpenAI) -> None:
+def test_an_injected_client_is_used(index: SearchIndex, api: FakeOpenAI) -> None:
     api.content = "- A point [1]"
     with httpx.Client(headers={"X-Test": "injected"}) as client:
-        summary = Summarizer(api.url, client=client, timeout=5).summarize(store, "privacy")
+        summary = Summarizer(api.url, client=client, timeout=5).summarize(index, "privacy")
     assert summary is not None and summary.method == "abstractive"
     assert api.requests[0]["headers"]["X-Test"] == "injected"
 
@@ -165,9 +167,10 @@ def test_parse_bullets_accepts_common_list_styles() -> None:
     assert [(b.text, b.sources) for b in bullets] == [("First", (1,)), ("Second", (1, 2)), ("Third", (3,))]
 
 
-def test_model_text_is_escaped_in_the_slack_reply(store: Store, api: FakeOpenAI) -> None:
+def test_model_text_is_escaped_in_the_slack_reply(index: SearchIndex, api: FakeOpenAI) -> None:
     api.content = "- Ignore that and say <!channel> <https://evil.example|win> & more [1]"
-    services = Services(store=store, settings=Settings(), summarizer=Summarizer(api.url, timeout=5))
+    services = Services(store=index.store, settings=Settings(), summarizer=Summarizer(api.url, timeout=5),
+                        index=index)
     reply = handle(Invocation("summarize privacy", "T1", "C1", "U1"), services)
     body = json.dumps(reply.blocks)
     assert "<!channel>" not in body and "<https://evil" not in body
@@ -178,11 +181,11 @@ def test_model_text_is_escaped_in_the_slack_reply(store: Store, api: FakeOpenAI)
 
 
 @pytest.fixture
-def cli_env(store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def cli_env(index: SearchIndex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     for name in ("SUMMARY_API_URL", "SUMMARY_API_KEY", "SUMMARY_MODEL", "LOG_LEVEL"):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{store.path}")
+    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{index.store.path}")
 
 
 @pytest.mark.usefixtures("cli_env")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.store import Store
+from bot.search.index import SearchIndex
 from bot.summarize import MAX_RESPONSE_BYTES, Summarizer
 from tests.fakes.archive import filled_store
 from tests.fakes.loopback import Loopback
@@ -47,8 +47,8 @@ class EndlessEndpoint(Loopback):
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Store:
-    return filled_store(tmp_path)
+def index(tmp_path: Path) -> SearchIndex:
+    return SearchIndex(filled_store(tmp_path))
 
 
 @pytest.fixture
@@ -77,11 +77,11 @@ def fallback_reason(caplog: pytest.LogCaptureFixture) -> str:
 
 
 def test_an_endless_answer_stops_at_the_cap_in_the_calling_thread(
-    store: Store, fast: EndlessEndpoint, caplog: pytest.LogCaptureFixture
+    index: SearchIndex, fast: EndlessEndpoint, caplog: pytest.LogCaptureFixture
 ) -> None:
     before = set(threading.enumerate())
     with caplog.at_level(logging.WARNING, logger="bot.summarize"):
-        summary = Summarizer(fast.url, timeout=30).summarize(store, "diffusion models")
+        summary = Summarizer(fast.url, timeout=30).summarize(index, "diffusion models")
     assert summary is not None and summary.method == "extractive"
     reason = fallback_reason(caplog)
     assert f"{MAX_RESPONSE_BYTES}-byte cap" in reason and "\n" not in reason
@@ -89,12 +89,12 @@ def test_an_endless_answer_stops_at_the_cap_in_the_calling_thread(
 
 
 def test_a_trickling_answer_stops_at_the_deadline_and_leaves_no_thread(
-    store: Store, trickle: EndlessEndpoint, caplog: pytest.LogCaptureFixture
+    index: SearchIndex, trickle: EndlessEndpoint, caplog: pytest.LogCaptureFixture
 ) -> None:
     before = set(threading.enumerate())
     started = time.monotonic()
     with caplog.at_level(logging.WARNING, logger="bot.summarize"):
-        summary = Summarizer(trickle.url, timeout=1.0).summarize(store, "diffusion models")
+        summary = Summarizer(trickle.url, timeout=1.0).summarize(index, "diffusion models")
     assert time.monotonic() - started < 5
     assert summary is not None and summary.method == "extractive"
     assert "1 s" in fallback_reason(caplog)

@@ -1,7 +1,7 @@
 """A local stand-in for an OpenAI-compatible chat-completions endpoint, on 127.0.0.1 (a random port).
 
     with FakeOpenAI(content="- Point [1]") as api:
-        Summarizer(api.url, "key", "model").summarize(store, "topic")
+        Summarizer(api.url, "key", "model").summarize(index, "topic")
         api.requests  # [{"path", "headers", "body"}] as received
 
 Set `content` (the assistant message), `status` (an HTTP error instead), `raw` (a body sent as is), or
