@@ -4,6 +4,7 @@ keywords (match.py) and highlighting (highlight.py) agree with it, checked over 
 from __future__ import annotations
 
 import json
+import random
 import re
 from datetime import UTC, datetime
 from itertools import pairwise
@@ -14,7 +15,14 @@ import pytest
 from bot.feed import kind_of
 from bot.models import Item
 from bot.search.analysis import terms
-from bot.search.highlight import highlighted_snippet, matcher_for_text, matching_words, word_matcher, words
+from bot.search.highlight import (
+    WordMatcher,
+    highlighted_snippet,
+    matcher_for_text,
+    matching_words,
+    word_matcher,
+    words,
+)
 from bot.search.index import SearchIndex
 from bot.search.match import matched_keywords
 from bot.search.query import parse_query, search
@@ -128,3 +136,18 @@ def test_what_is_highlighted_is_what_the_search_matched(tmp_path: Path) -> None:
         highlighted = {post["link"] for post in POSTS if is_match.among(words(searchable(post)))}
         assert {hit.item.id for hit in found.hits} == highlighted, text
     assert corrected >= 2
+
+
+def test_a_matcher_asked_many_words_at_once_answers_as_it_does_for_each() -> None:
+    """`among` skips words that cannot match by their first letter; the answer is the same as asking each
+    word, for words of every post, prefixes typed, and words the analysis folds, splits or stems oddly."""
+    odd = ["dying", "lying", "skies", "ÉCLAIR", "éclair", "foo_bar", "Chloé", "naïve", "_x", "2024", "x2vec"]
+    vocabulary = sorted({w for post in POSTS for w in words(f"{post['title']} {post['abstract']}")}) + odd
+    rng = random.Random(12)
+    for _ in range(1500):
+        typed = rng.sample(vocabulary, rng.randint(1, 3))
+        if rng.random() < 0.3:
+            typed[-1] = typed[-1][: rng.randint(1, len(typed[-1]))]
+        matcher = WordMatcher(typed, rng.random() < 0.5, set(rng.sample(vocabulary, 50)))
+        asked = set(rng.sample(vocabulary, 200)) | set(odd)
+        assert matcher.among(asked) == {word for word in asked if matcher(word)}, typed

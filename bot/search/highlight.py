@@ -53,6 +53,11 @@ class WordMatcher:
         longest = next((start for start in starts if start in known), None)
         self._exact = frozenset(exact if longest is None else exact | {longest})
         self._seen = _answers(self._exact, self._typed)  # shared by the matchers of the same terms
+        # A word whose first character is ASCII can only match a term that begins with it lower-cased (folding
+        # and lower-casing leave it so, and the stemmer keeps a word's first letter); `among` asks only those,
+        # and words holding non-ASCII characters or "_" (which the analysis may fold or split).
+        firsts = {term[0] for term in self._exact if term} | ({self._typed[0]} if self._typed else set())
+        self._firsts = frozenset(firsts | {first.upper() for first in firsts})
 
     def __call__(self, word: str) -> bool:
         seen = self._seen.get(word)
@@ -68,7 +73,9 @@ class WordMatcher:
 
     def among(self, words: Collection[str]) -> Set[str]:
         """Those of `words` that match."""
-        return {word for word in words if self(word)}
+        firsts = self._firsts
+        return {word for word in words
+                if (word[:1] in firsts or not word.isascii() or "_" in word) and self(word)}
 
 
 @lru_cache(maxsize=256)
