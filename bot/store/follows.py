@@ -60,7 +60,7 @@ class FollowsMixin(StoreBase):
         return gone
 
     def follows(self, team_id: str, user_id: str) -> list[str]:
-        """The keywords a person follows in a workspace, in the order they were followed."""
+        """The keywords a person follows in a workspace, in alphabetical order."""
         with self.connect() as db:
             return _follows(db, team_id, user_id)
 
@@ -124,7 +124,7 @@ class FollowsMixin(StoreBase):
 
 def _follows(db: Conn, team_id: str, user_id: str) -> list[str]:
     rows = db.rows(
-        "SELECT keyword FROM follows WHERE team_id = ? AND user_id = ? ORDER BY created_at, keyword",
+        "SELECT keyword FROM follows WHERE team_id = ? AND user_id = ? ORDER BY keyword",
         [team_id, user_id],
     )
     return [r["keyword"] for r in rows]

@@ -97,7 +97,7 @@ def queue_follow_deliveries(db: Conn, items: Sequence[Item], now: str | None) ->
     follows: dict[tuple[str, str], list[str]] = {}
     for r in db.rows(
         "SELECT team_id, user_id, keyword FROM follows WHERE team_id NOT IN (SELECT team_id FROM workspaces) "
-        "ORDER BY team_id, user_id, created_at, keyword"
+        "ORDER BY team_id, user_id, keyword"
     ):
         follows.setdefault((r["team_id"], r["user_id"]), []).append(r["keyword"])
     rows: list[list[Any]] = []
