@@ -9,6 +9,7 @@ import json
 import threading
 from collections.abc import Iterator
 from dataclasses import replace
+from io import StringIO
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from bot.deliver import Deliverer
 from bot.feed import parse
 from bot.models import Item, Validators
 from bot.server import EVENTS_PATH, Router, create_http_server, run_until
+from bot.shell import SHELL_CHANNEL_ID, SHELL_TEAM_ID, SHELL_USER_ID, Console, ShellDeliverer
 from bot.slackweb import make_client
 from bot.store import Store, open_store
 from tests.fakes.archive import make_item
@@ -368,3 +370,12 @@ def test_search_results_and_channel_posts_carry_save(store: Store, slack_api: Fa
     post = blocks.item_message(SPEECH)
     [actions] = [b for b in post["blocks"] if b["type"] == "actions"]
     assert [e["text"]["text"] for e in actions["elements"]] == ["Read", "Save"]
+
+
+def test_the_shell_prints_its_users_follow_messages(store: Store) -> None:
+    ask(store, "follow speech", team=SHELL_TEAM_ID, user=SHELL_USER_ID, channel=SHELL_CHANNEL_ID)
+    arrive(store, SPEECH)
+    out = StringIO()
+    assert ShellDeliverer(Console(out))(store).delivered == 1
+    assert "A direct message to you:" in out.getvalue() and "You follow `speech`" in out.getvalue()
+    assert ShellDeliverer(Console(out))(store).delivered == 0
