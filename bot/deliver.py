@@ -6,6 +6,11 @@ fate is unknown. Such a row is reconciled first, by reading the channel's recent
 metadata; only when the message is absent is it posted again (without the history scope: posted again, at
 least once, with a warning).
 
+A follow's row (target 'person', its channel_id the user ID) is a direct message: the person's DM is opened
+(conversations.open, im:write), the message posted there and looked for there after a crash (im:history), as
+a channel's. A person who cannot be messaged (user_not_found, user_disabled, cannot_dm_bot...) fails only
+their rows; without im:write the message goes to the user ID (Slack's DM too) and cannot be reconciled.
+
 Channels are served concurrently by a small pool, each channel oldest first and paced (about one post per
 second). Slack errors, by kind:
 
