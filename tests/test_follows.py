@@ -107,6 +107,8 @@ def test_follow_lists_and_unfollow_manage_a_persons_keywords(store: Store) -> No
     ask(store, "follow privacy")
     assert "You follow nothing now" in ask(store, "unfollow").text
     assert store.follows(TEAM, ALICE) == []
+    help_text = rendered({"blocks": ask(store, "help").blocks})
+    assert all(f"/mlresearch {c}" in help_text for c in ("follow privacy", "unfollow privacy", "follows"))
 
 
 def test_follow_without_words_explains_and_changes_nothing(store: Store) -> None:
@@ -210,6 +212,18 @@ def test_a_person_who_cannot_be_messaged_fails_only_their_rows(store: Store, sla
     report = deliverer(slack_api)(store)
     assert (report.delivered, report.failed) == (1, 1)
     assert len(dms(slack_api, BOB)) == 1 and dms(slack_api, ALICE) == []
+    assert store.workspace_disabled(TEAM) is None
+
+
+def test_an_install_without_im_write_still_gets_its_dms_and_stays_enabled(
+    store: Store, slack_api: FakeSlack
+) -> None:
+    ask(store, "follow speech")
+    slack_api.fault("conversations.open", error="missing_scope", times=None, needed="im:write")
+    arrive(store, SPEECH)
+    assert deliverer(slack_api)(store).delivered == 1
+    [post] = slack_api.calls_to("chat.postMessage")
+    assert post.params["channel"] == ALICE and len(dms(slack_api, ALICE)) == 1
     assert store.workspace_disabled(TEAM) is None
 
 
