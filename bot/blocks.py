@@ -30,6 +30,9 @@ SECTION_TEXT_LIMIT = 3000
 TITLE_CHARS = 250
 FALLBACK_TEXT_LIMIT = 3000
 KIND_LABEL = {"research": "Paper", "update": "Update"}
+OPEN_ACTION_ID = "open_item"
+SAVE_ACTION_ID = "save_item"
+ACTION_VALUE_LIMIT = 2000
 
 
 def escape(text: str) -> str:
@@ -87,20 +90,7 @@ def item_message(item: Item, matched: Sequence[str] = ()) -> dict[str, Any]:
     ]
     if item.summary:
         blocks.append(SectionBlock(text=md(escape(snippet(item.summary)))))
-    url = safe_url(item.link)
-    if url:
-        blocks.append(
-            ActionsBlock(
-                elements=[
-                    ButtonElement(
-                        text=PlainTextObject(text="Read"),
-                        url=url[:3000],
-                        action_id="open_item",
-                        value=item.id[:2000],
-                    )
-                ]
-            )
-        )
+    blocks.append(item_actions(item))
     if matched:
         words = ", ".join(escape(cut(k, 60)) for k in matched[:10])
         blocks.append(ContextBlock(elements=[md(f"Matched your keywords: {words}")]))
@@ -112,6 +102,38 @@ def item_message(item: Item, matched: Sequence[str] = ()) -> dict[str, Any]:
         "parse": "none",  # the notification text is not parsed for mentions or links either
         "metadata": {"event_type": EVENT_TYPE, "event_payload": {"item_id": item.id}},
     }
+
+
+def item_actions(item: Item, *, read: bool = True) -> ActionsBlock:
+    """The item's buttons, in one actions block: Read (the link, when it is a plain http(s) URL, and
+    `read`), Save (to the clicker's reading list)."""
+    elements: list[ButtonElement] = []
+    url = safe_url(item.link)
+    if url and read:
+        elements.append(
+            ButtonElement(text=PlainTextObject(text="Read"), url=url[:3000], action_id=OPEN_ACTION_ID,
+                          value=item.id[:ACTION_VALUE_LIMIT])
+        )
+    elements.append(save_button(item))
+    return ActionsBlock(elements=elements)
+
+
+def save_button(item: Item) -> ButtonElement:
+    """Save: puts the item on the reading list of whoever clicks it (`value` is the item's id)."""
+    return ButtonElement(text=PlainTextObject(text="Save"), action_id=SAVE_ACTION_ID,
+                         value=item.id[:ACTION_VALUE_LIMIT])
+
+
+def follow_message(item: Item, matched: Sequence[str]) -> dict[str, Any]:
+    """A follow's direct message for one new item: the item's message (buttons and metadata included),
+    with why it came: the followed keywords that matched."""
+    message = item_message(item)
+    words = ", ".join(f"`{escape(cut(k, 60))}`" for k in matched[:10]) or "your follows"
+    why = ContextBlock(elements=[md(f"You follow {words} · `/mlresearch follows` to see or change them")])
+    message["blocks"].append(why.to_dict())
+    message["text"] = cut(f"New for you ({', '.join(escape(cut(k, 60)) for k in matched[:3])}): "
+                          f"{message['text']}", FALLBACK_TEXT_LIMIT)
+    return message
 
 
 def fallback_text(item: Item) -> str:

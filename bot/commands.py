@@ -258,6 +258,37 @@ def cmd_unsubscribe(rest: str, inv: Invocation, services: Services) -> Reply:
     return line(f"{where} isn't subscribed; there was nothing to stop.")
 
 
+def cmd_follow(rest: str, inv: Invocation, services: Services) -> Reply:
+    keywords = split_keywords(rest)
+    if not keywords:
+        found = f"I found no words to follow in {views.quoted(rest, 40)}; nothing was changed. " * bool(rest)
+        return line(
+            f"{found}Usage: `{C} follow &lt;keywords…&gt;`: words or \"quoted phrases\", e.g. "
+            f'`{C} follow privacy "speech recognition"`. A new item matching any of them comes to you as a '
+            "direct message."
+        )
+    if not inv.user_id:
+        return line("I can't tell who you are, so I can't follow anything for you; nothing was changed.")
+    added, over = services.store.follow(inv.team_id, inv.user_id, keywords)
+    return Reply(*views.follow_reply(added, over, services.store.follows(inv.team_id, inv.user_id)))
+
+
+def cmd_unfollow(rest: str, inv: Invocation, services: Services) -> Reply:
+    keywords = split_keywords(rest)
+    if rest and not keywords:
+        return line(
+            f"I found no words in {views.quoted(rest, 40)}; nothing was changed. `{C} unfollow` with no "
+            "words stops every follow."
+        )
+    removed = services.store.unfollow(inv.team_id, inv.user_id, keywords)
+    now = services.store.follows(inv.team_id, inv.user_id)
+    return Reply(*views.unfollow_reply(removed, keywords, now))
+
+
+def cmd_follows(rest: str, inv: Invocation, services: Services) -> Reply:
+    return Reply(*views.follows_reply(services.store.follows(inv.team_id, inv.user_id)))
+
+
 def cmd_status(rest: str, inv: Invocation, services: Services) -> Reply:
     store = services.store
     newest = store.latest(1)
@@ -286,6 +317,9 @@ HANDLERS: dict[str, Callable[[str, Invocation, Services], Reply]] = {
     "summarize": cmd_summarize,
     "subscribe": cmd_subscribe,
     "unsubscribe": cmd_unsubscribe,
+    "follow": cmd_follow,
+    "unfollow": cmd_unfollow,
+    "follows": cmd_follows,
     "status": cmd_status,
 }
 

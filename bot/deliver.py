@@ -6,6 +6,11 @@ fate is unknown. Such a row is reconciled first, by reading the channel's recent
 metadata; only when the message is absent is it posted again (without the history scope: posted again, at
 least once, with a warning).
 
+A follow's row (target 'person', its channel_id the user ID) is a direct message: the person's DM is opened
+(conversations.open, im:write), the message posted there and looked for there after a crash (im:history), as
+a channel's. A person who cannot be messaged (user_not_found, user_disabled, cannot_dm_bot...) fails only
+their rows; without im:write the message goes to the user ID (Slack's DM too) and cannot be reconciled.
+
 Channels are served concurrently by a small pool, each channel oldest first and paced (about one post per
 second). Slack errors, by kind:
 
@@ -115,6 +120,10 @@ class _WorkspaceDown(Exception):
     """The workspace's token no longer works."""
 
 
+class _Unreachable(Exception):
+    """The person cannot be sent a direct message (deactivated, unknown, ...)."""
+
+
 @dataclass
 class _Channel:
     team_id: str
@@ -124,6 +133,7 @@ class _Channel:
     last_post: float | None = None
     delivered: int = 0
     failed: int = 0
+    person: str | None = None  # a follow's direct messages: the user ID (channel_id becomes their DM's)
 
 
 @dataclass
@@ -154,6 +164,7 @@ class Deliverer:
     def _run(self, store: Store, rows: list[Delivery], started: float) -> DeliveryReport:
         items = store.get_items(sorted({r.item_id for r in rows}))
         active = {(s.team_id, s.channel_id) for s in store.subscriptions() if not s.paused}
+        active |= store.followers()  # a follow's row: (team, user ID)
         disabled = {team: store.workspace_disabled(team) for team in {r.team_id for r in rows}}
         clients, unavailable = self._clients(store, disabled)
         groups: dict[tuple[str, str], list[Delivery]] = {}
@@ -162,7 +173,7 @@ class Deliverer:
             reason = disabled[row.team_id]
             why = f"workspace_disabled: {reason}" if reason is not None else unavailable.get(row.team_id)
             if why is None and (row.team_id, row.channel_id) not in active:
-                why = "not_subscribed"
+                why = "not_following" if row.to_person else "not_subscribed"
             if why is not None:
                 _log_failure(row, why)
                 store.mark_failed(row.id, why)
@@ -209,6 +220,18 @@ class Deliverer:
         client: WebClient,
     ) -> _Channel:
         ch = _Channel(key[0], key[1], client, posting_client(client))
+        if rows[0].to_person:
+            ch.person = key[1]
+            try:
+                self._open_dm(ch)
+            except _Defer:
+                return ch
+            except (_WorkspaceDown, _Unreachable) as exc:
+                if isinstance(exc, _WorkspaceDown):
+                    self._disable(store, ch.team_id, str(exc))
+                for row in rows:
+                    self._fail(store, ch, row, str(exc))
+                return ch
         for index, row in enumerate(rows):
             down = self._down.get(ch.team_id)
             if down is not None:
@@ -265,7 +288,7 @@ class Deliverer:
     def _attempt(self, ch: _Channel, row: Delivery, item: Item) -> tuple[str | None, str, int]:
         """Post a row: (ts, "", 200), or (None, error, HTTP status) with status -1 for a broken connection.
         Blocks Slack rejects are posted once more as text only."""
-        message = blocks.item_message(item, row.matched)
+        message = (blocks.follow_message if row.to_person else blocks.item_message)(item, row.matched)
         for text_only in (False, True):
             try:
                 return self._post(ch, message), "", 200
@@ -289,6 +312,9 @@ class Deliverer:
             return f"{code} (HTTP {status})"
         if code in WORKSPACE_ERRORS:
             raise _WorkspaceDown(code)
+        if code in CHANNEL_ERRORS and ch.person is not None:  # the person's DM: no subscription to pause
+            self._fail(store, ch, row, code)
+            return None
         if code in CHANNEL_ERRORS:
             _log_failure(row, code)
             store.pause_subscription(ch.team_id, ch.channel_id, code)
@@ -311,6 +337,35 @@ class Deliverer:
         ch.last_post = self.clock()
         response = ch.poster.chat_postMessage(channel=ch.channel_id, **message)
         return str(response["ts"])
+
+    def _open_dm(self, ch: _Channel) -> None:
+        """Point `ch` at the direct message with `ch.person` (conversations.open), where follow messages are
+        posted and looked for after a crash. Without im:write (an install from before follows) the messages
+        go to the user ID, which Slack delivers to the same DM, but cannot be looked for: a crash may then
+        repeat one."""
+        assert ch.person is not None
+        try:
+            response = ch.client.conversations_open(users=ch.person)
+            ch.channel_id = str((response.get("channel") or {}).get("id") or ch.person)
+            return
+        except SlackApiError as exc:
+            code, status = error_code(exc)
+        except TRANSPORT_ERRORS as exc:
+            log.warning("event=dm_open_failed team=%s user=%s error=%s", ch.team_id, ch.person,
+                        type(exc).__name__)
+            raise _Defer from None
+        if code == "missing_scope":
+            log.warning("event=dm_open_failed team=%s user=%s error=%s detail=\"no im:write: posting to the "
+                        "user ID; reinstall the app so a crash cannot repeat a message\"",
+                        ch.team_id, ch.person, code)
+            return
+        if code in WORKSPACE_ERRORS:
+            raise _WorkspaceDown(code)
+        if status >= 500 or status == 429 or code in NOT_SENT_ERRORS or code in UNKNOWN_FATE_ERRORS:
+            log.warning("event=dm_open_failed team=%s user=%s error=%s status=%d", ch.team_id, ch.person,
+                        code, status)
+            raise _Defer
+        raise _Unreachable(code)
 
     def _find_post(self, ch: _Channel, row: Delivery, claimed_at: datetime) -> str | None:
         """Our post of this row in the channel's history since it was claimed, or None (also when history

@@ -5,7 +5,10 @@
   at once and answered through `response_url` by a lazy listener.
 - The "Share in channel" button re-posts the same content visibly through `response_url`, then deletes the
   ephemeral original.
-- App Home: `app_home_opened` publishes `views.home_view`.
+- Save (on every item message and search result) puts the item on the clicker's reading list and says so
+  ephemerally (through `response_url`, else `chat.postEphemeral`); Remove (in the App Home) takes it off and
+  publishes the Home again.
+- App Home: `app_home_opened` publishes `views.home_view` for the person who opened it.
 - Lifecycle: uninstall and token revocation forget the workspace (its installation, subscriptions and
   undelivered items); an archived or left channel is paused, a deleted one unsubscribed, so the bot never
   posts where it is no longer welcome.
@@ -27,8 +30,9 @@ from slack_bolt import Ack, App, Respond
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from bot import commands, views
+from bot import blocks, commands, views
 from bot.commands import Invocation, Services
+from bot.errors import StoreError
 
 log = logging.getLogger("bot.listeners")
 
@@ -47,6 +51,9 @@ def register(app: App, services: Services) -> None:
     app.command(COMMAND, matchers=[listeners.is_fast])(listeners.command_fast)
     app.command(COMMAND)(ack=listeners.command_deferred, lazy=[listeners.command_lazy])
     app.action(SHARE_ACTION_ID)(ack=_ack, lazy=[listeners.share])
+    app.action(blocks.SAVE_ACTION_ID)(ack=_ack, lazy=[listeners.save])
+    app.action(views.REMOVE_ACTION_ID)(ack=_ack, lazy=[listeners.remove])
+    app.action(blocks.OPEN_ACTION_ID)(_ack)  # a link button: Slack opens the link, and expects an ack
     app.event("app_home_opened")(ack=_ack, lazy=[listeners.home])
     app.event("app_uninstalled")(listeners.uninstalled)
     app.event("tokens_revoked")(listeners.tokens_revoked)
@@ -159,14 +166,66 @@ class _Listeners:
             client.chat_postEphemeral(channel=channel_id, user=user_id,
                                       text=f"Sorry, I couldn't share that here: {error}{hint}.")
 
+    # the reading list -------------------------------------------------------------------------------
+
+    def save(self, body: dict[str, Any], respond: Respond | None, client: WebClient) -> None:
+        """Save the clicked item to the clicker's reading list; one ephemeral line says how it went."""
+        team_id, user_id, channel_id, item_id = _clicked(body)
+        store = self.services.store.thread_view()
+        if not (team_id and user_id):
+            message = "I can't tell who you are in which workspace, so nothing was saved."
+        else:
+            try:
+                outcome = store.save_item(team_id, user_id, item_id) if item_id else "missing"
+                message = views.saved_reply(outcome, store.get_item(item_id) if item_id else None)
+            except StoreError as exc:
+                outcome = "store_error"
+                log.error("event=save_failed team=%s user=%s error=%r", team_id, user_id, _one_line(exc))
+                message = "I can't reach the archive right now; nothing was saved. Try again in a minute."
+            except Exception:  # noqa: BLE001 - a user never sees a trace
+                outcome = "crashed"
+                log.exception("event=save_crashed team=%s user=%s", team_id, user_id)
+                message = SORRY
+            log.info("event=item_saved team=%s user=%s outcome=%s", team_id, user_id, outcome)
+        if respond is not None and _respond_ok(respond, response_type="ephemeral", replace_original=False,
+                                               text=message):
+            return
+        if channel_id and user_id:
+            try:
+                client.chat_postEphemeral(channel=channel_id, user=user_id, text=message)
+            except (SlackApiError, OSError) as exc:
+                log.warning("event=save_reply_failed team=%s user=%s error=%s", team_id, user_id,
+                            _one_line(exc))
+
+    def remove(self, body: dict[str, Any], client: WebClient) -> None:
+        """Take an item off the clicker's reading list (a Remove button in the App Home), then publish their
+        Home again."""
+        team_id, user_id, _channel_id, item_id = _clicked(body)
+        if not (team_id and user_id):
+            log.info("event=remove_refused reason=no_workspace_or_user")
+            return
+        store = self.services.store.thread_view()
+        try:
+            removed = store.unsave_item(team_id, user_id, item_id)
+        except StoreError as exc:
+            log.error("event=remove_failed team=%s user=%s error=%r", team_id, user_id, _one_line(exc))
+            return
+        log.info("event=item_removed team=%s user=%s removed=%s", team_id, user_id, removed)
+        self._publish_home(client, team_id, user_id)
+
     # App Home ---------------------------------------------------------------------------------------
 
     def home(self, event: dict[str, Any], body: dict[str, Any], client: WebClient) -> None:
         if event.get("tab", "home") != "home":
             return
-        team_id = _team(body)
-        client.views_publish(user_id=event["user"], view=views.home_view(self.services.store, team_id))
-        log.info("event=home_published team=%s user=%s", team_id, event["user"])
+        self._publish_home(client, _team(body), str(event.get("user") or ""))
+
+    def _publish_home(self, client: WebClient, team_id: str, user_id: str) -> None:
+        if not user_id:
+            return
+        view = views.home_view(self.services.store.thread_view(), team_id, user_id)
+        client.views_publish(user_id=user_id, view=view)
+        log.info("event=home_published team=%s user=%s blocks=%d", team_id, user_id, len(view["blocks"]))
 
     # lifecycle --------------------------------------------------------------------------------------
 
@@ -222,6 +281,16 @@ def _channel(event: dict[str, Any]) -> str:
     if isinstance(channel, dict):  # some events carry a channel object
         return str(channel.get("id") or "")
     return str(channel or "")
+
+
+def _clicked(body: dict[str, Any]) -> tuple[str, str, str, str]:
+    """(team_id, user_id, channel_id, the button's value) of a block_actions request ('' when absent)."""
+    user = body.get("user") or {}
+    team_id = str((body.get("team") or {}).get("id") or user.get("team_id") or "")
+    channel_id = str((body.get("channel") or {}).get("id") or (body.get("container") or {}).get("channel_id")
+                     or "")
+    value = str(((body.get("actions") or [{}])[0] or {}).get("value") or "")
+    return team_id, str(user.get("id") or ""), channel_id, value
 
 
 def _invocation(body: dict[str, Any]) -> Invocation:

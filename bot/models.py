@@ -1,7 +1,7 @@
 """The frozen records every layer passes around: what the feed yields (`Item`, `Validators`, `Fetched`,
-`NotModified`), what the store hands out (`FeedState`, `Ingested`, `Subscription`, `Delivery`, `SearchHit`,
-`SearchFilters`) and what a poll reports (`DeliveryReport`, `PollResult`). Nothing here does I/O or imports
-another module of the bot."""
+`NotModified`), what the store hands out (`FeedState`, `Ingested`, `Subscription`, `Delivery`, `SavedItem`,
+`SearchHit`, `SearchFilters`) and what a poll reports (`DeliveryReport`, `PollResult`). Nothing here does
+I/O or imports another module of the bot."""
 
 from __future__ import annotations
 
@@ -103,6 +103,19 @@ class Delivery:
     ts: str | None = None
     error: str | None = None
     claimed_at: datetime | None = None
+    target: str = "channel"  # channel | person (a follow's direct message: channel_id is the user ID)
+
+    @property
+    def to_person(self) -> bool:
+        return self.target == "person"
+
+
+@dataclass(frozen=True)
+class SavedItem:
+    """An item in a person's reading list."""
+
+    item: Item
+    saved_at: datetime
 
 
 @dataclass(frozen=True)

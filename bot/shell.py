@@ -23,7 +23,7 @@ from typing import Any, TextIO
 
 import httpx
 
-from bot.blocks import item_message
+from bot.blocks import follow_message, item_message
 from bot.commands import HANDLERS, Invocation, Reply, Services, handle, split
 from bot.config import Settings, redact_url
 from bot.deliver import LOCAL_TEAM_ID as SHELL_TEAM_ID
@@ -156,7 +156,8 @@ class ConsoleLog(logging.Handler):
 
 
 class ShellDeliverer:
-    """Delivers the shell channel's pending items by printing them, through the ledger."""
+    """Delivers the shell channel's pending items, and the direct messages of the shell user's follows, by
+    printing them, through the ledger."""
 
     def __init__(self, console: Console) -> None:
         self.console = console
@@ -164,7 +165,8 @@ class ShellDeliverer:
     def __call__(self, store: Store) -> DeliveryReport:
         delivered = failed = 0
         for delivery in store.open_deliveries():
-            mine = (delivery.team_id, delivery.channel_id) == (SHELL_TEAM_ID, SHELL_CHANNEL_ID)
+            target = SHELL_USER_ID if delivery.to_person else SHELL_CHANNEL_ID  # your follows' DMs too
+            mine = (delivery.team_id, delivery.channel_id) == (SHELL_TEAM_ID, target)
             if not mine or delivery.state != "pending" or not store.claim(delivery.id):
                 continue
             item = store.get_item(delivery.item_id)
@@ -172,8 +174,9 @@ class ShellDeliverer:
                 store.mark_failed(delivery.id, "item not in the archive")
                 failed += 1
                 continue
-            message = item_message(item, delivery.matched)
-            self.console.write(f"{RULE}\nNew in #{SHELL_CHANNEL_NAME}:\n{render(message['blocks'])}\n{RULE}")
+            message = (follow_message if delivery.to_person else item_message)(item, delivery.matched)
+            where = "A direct message to you" if delivery.to_person else f"New in #{SHELL_CHANNEL_NAME}"
+            self.console.write(f"{RULE}\n{where}:\n{render(message['blocks'])}\n{RULE}")
             store.mark_sent(delivery.id, f"shell-{utcnow().timestamp():.6f}")
             delivered += 1
         return DeliveryReport(delivered=delivered, failed=failed)
@@ -193,7 +196,8 @@ def describe(result: PollResult, subscribed: bool) -> str:
     return f"[poll] fetched {result.fetched}, {result.new} new, {result.delivered} printed here"
 
 
-WRITES = ("subscribe", "unsubscribe")  # they create the archive first; every other command only reads it
+# they create the archive first; every other command only reads it
+WRITES = ("subscribe", "unsubscribe", "follow", "unfollow")
 
 BANNER = (
     f"mlresearch-bot shell: this console stands in for a Slack channel, #{SHELL_CHANNEL_NAME}.\n"

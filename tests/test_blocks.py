@@ -45,8 +45,10 @@ def test_the_post_has_a_linked_title_day_kind_snippet_and_read_button() -> None:
     assert title["text"]["text"] == f"*<{LINK}|BalCapRL: Image Captioning>*"
     assert context["type"] == "context" and context["elements"][0]["text"] == "Paper · 2026-05-11"
     assert snippet["text"]["text"] == "Image captioning is fundamental."
-    [button] = actions["elements"]
-    assert button["type"] == "button" and button["text"]["text"] == "Read" and button["url"] == LINK
+    read, save = actions["elements"]
+    assert read["type"] == "button" and read["text"]["text"] == "Read" and read["url"] == LINK
+    assert save["text"]["text"] == "Save" and save["action_id"] == "save_item" and save["value"] == LINK
+    assert "url" not in save
 
 
 def test_fallback_text_unfurls_and_metadata() -> None:
@@ -86,9 +88,12 @@ def test_the_fallback_text_is_escaped_too() -> None:
 
 def test_a_link_that_could_break_out_of_its_brackets_is_not_linked() -> None:
     message = blocks.item_message(make(link="https://example.com/a|<!channel>"))
-    wire = json.dumps([message["text"], message["blocks"]])  # what Slack renders (metadata is not)
+    [actions] = [b for b in message["blocks"] if b["type"] == "actions"]
+    [save] = actions["elements"]  # no Read button: the link is not a safe URL
+    assert save["action_id"] == "save_item" and "url" not in save
+    save.pop("value")  # the item's id, handed back on a click, never rendered (nor is the metadata)
+    wire = json.dumps([message["text"], message["blocks"]])  # what Slack renders
     assert "<!channel>" not in wire and "|<" not in wire
-    assert all(b["type"] != "actions" for b in message["blocks"])
 
 
 def test_the_snippet_is_about_300_characters_cut_on_a_word() -> None:

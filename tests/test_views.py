@@ -44,6 +44,8 @@ def test_home_view_has_latest_items_subscriptions_health_and_usage(tmp_path: Pat
     headers = [b["text"]["text"] for b in view["blocks"] if b["type"] == "header"]
     assert headers == [
         "Apple Machine Learning Research",
+        "Your reading list",
+        "Your follows",
         "Latest",
         "Subscribed channels",
         "Feed health",

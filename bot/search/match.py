@@ -8,7 +8,8 @@ search index's own (`bot.search.analysis`), so a subscription matches what a sea
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from functools import lru_cache
 
 from bot.search.analysis import terms
 
@@ -42,6 +43,21 @@ def matched_keywords(title: str, summary: str, keywords: Sequence[str]) -> list[
         return []
     fields = [terms(title), terms(summary)]
     return [keyword for keyword in keywords if any(_occurs(terms(keyword), field) for field in fields)]
+
+
+def matcher(title: str, summary: str) -> Callable[[Sequence[str]], list[str]]:
+    """`matched_keywords` for one item, its text analyzed once: for matching many people's keywords."""
+    fields = [terms(title), terms(summary)]
+
+    def matched(keywords: Sequence[str]) -> list[str]:
+        return [keyword for keyword in keywords if any(_occurs(_terms(keyword), field) for field in fields)]
+
+    return matched
+
+
+@lru_cache(maxsize=4096)
+def _terms(keyword: str) -> list[str]:
+    return terms(keyword)
 
 
 def _occurs(phrase: list[str], field: list[str]) -> bool:

@@ -13,7 +13,7 @@ from bot.models import Ingested, Item, Validators
 from bot.store.base import BULK_MERGE, StoreBase
 from bot.store.conn import Conn
 from bot.store.feed_state import baselined, touch_feed
-from bot.store.ledger import queue_deliveries
+from bot.store.ledger import queue_deliveries, queue_follow_deliveries
 from bot.store.merge import Batch, Known, enrichment, marks
 from bot.store.models import iso, row_item, utcnow
 from bot.store.subscriptions import active_subscriptions
@@ -51,6 +51,7 @@ class ArchiveMixin(StoreBase):
             baseline = not baselined(db, url)
             new, updated = _merge(db, items, now)
             queued = 0 if baseline else queue_deliveries(db, new, active_subscriptions(db), now)
+            queued += 0 if baseline else queue_follow_deliveries(db, new, now)
             touch_feed(db, url)
             db.execute(
                 "UPDATE feed_state SET last_poll = ?, last_success = ?, error_streak = 0, etag = ?, "

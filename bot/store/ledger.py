@@ -1,5 +1,5 @@
-"""The delivery ledger: a row per (item, channel), queued at ingest, claimed, settled as sent or failed,
-or released to be retried (a part of `Store`)."""
+"""The delivery ledger: a row per (item, channel), or per (item, person) for a follow's direct message,
+queued at ingest, claimed, settled as sent or failed, or released to be retried (a part of `Store`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from bot.models import Delivery, Item, Subscription
-from bot.search.match import matched_keywords
+from bot.search.match import matched_keywords, matcher
 from bot.store.base import StoreBase
 from bot.store.conn import Conn
 from bot.store.models import iso, row_delivery, utcnow
@@ -86,5 +86,29 @@ def queue_deliveries(db: Conn, items: Sequence[Item], subs: Sequence[Subscriptio
     return db.executemany(
         "INSERT INTO deliveries (item_id, team_id, channel_id, state, matched, attempts, created_at, "
         "updated_at) VALUES (?, ?, ?, 'pending', ?, 0, ?, ?) ON CONFLICT DO NOTHING",
+        rows,
+    )
+
+
+def queue_follow_deliveries(db: Conn, items: Sequence[Item], now: str | None) -> int:
+    """A pending direct message (target 'person', channel_id the user ID) for every (new item, person whose
+    follows match it), outside disabled workspaces: one per person and item, however many of their keywords
+    match (`matched` lists them all). Returns how many were queued."""
+    follows: dict[tuple[str, str], list[str]] = {}
+    for r in db.rows(
+        "SELECT team_id, user_id, keyword FROM follows WHERE team_id NOT IN (SELECT team_id FROM workspaces) "
+        "ORDER BY team_id, user_id, keyword"
+    ):
+        follows.setdefault((r["team_id"], r["user_id"]), []).append(r["keyword"])
+    rows: list[list[Any]] = []
+    for item in items if follows else ():
+        matching = matcher(item.title, item.summary)
+        for (team_id, user_id), keywords in follows.items():
+            matched = matching(keywords)
+            if matched:
+                rows.append([item.id, team_id, user_id, json.dumps(matched), now, now])
+    return db.executemany(
+        "INSERT INTO deliveries (item_id, team_id, channel_id, target, state, matched, attempts, created_at, "
+        "updated_at) VALUES (?, ?, ?, 'person', 'pending', ?, 0, ?, ?) ON CONFLICT DO NOTHING",
         rows,
     )

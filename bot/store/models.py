@@ -75,6 +75,7 @@ def row_delivery(r: dict[str, Any]) -> Delivery:
         ts=r["ts"],
         error=r["error"],
         claimed_at=from_iso(r["claimed_at"]),
+        target=r.get("target") or "channel",
     )
 
 

@@ -175,6 +175,19 @@ def m009_item_changes(db: Conn) -> None:
         db.execute(sql)
 
 
+def m012_follows_saved(db: Conn) -> None:
+    """Personal follows and reading lists (issue 13): the same tables and column as SQLite's."""
+    for sql in [
+        "CREATE TABLE follows (team_id TEXT NOT NULL, user_id TEXT NOT NULL, keyword TEXT NOT NULL, "
+        "created_at TEXT NOT NULL, PRIMARY KEY (team_id, user_id, keyword))",
+        "CREATE TABLE saved_items (team_id TEXT NOT NULL, user_id TEXT NOT NULL, item_id TEXT NOT NULL, "
+        "saved_at TEXT NOT NULL, PRIMARY KEY (team_id, user_id, item_id))",
+        "CREATE INDEX saved_items_by_person ON saved_items (team_id, user_id, saved_at)",
+        "ALTER TABLE deliveries ADD COLUMN target TEXT NOT NULL DEFAULT 'channel'",
+    ]:
+        db.execute(sql)
+
+
 PG_MIGRATIONS = (
     m001_items,
     m002_delivery,
@@ -185,6 +198,7 @@ PG_MIGRATIONS = (
     m007_one_search_engine,
     m008_feed_baseline,
     m009_item_changes,
+    m012_follows_saved,
 )
 
 

@@ -205,6 +205,21 @@ def m009_item_changes(db: Database) -> None:
         )
 
 
+def m012_follows_saved(db: Database) -> None:
+    """Personal follows and reading lists (issue 13): `follows` (a person's keywords, per workspace),
+    `saved_items` (a person's reading list), and `deliveries.target`: 'person' for a follow's direct message
+    (its channel_id is then the person's user ID), 'channel' for every other row."""
+    for sql in [
+        "CREATE TABLE follows (team_id TEXT NOT NULL, user_id TEXT NOT NULL, keyword TEXT NOT NULL, "
+        "created_at TEXT NOT NULL, PRIMARY KEY (team_id, user_id, keyword))",
+        "CREATE TABLE saved_items (team_id TEXT NOT NULL, user_id TEXT NOT NULL, item_id TEXT NOT NULL, "
+        "saved_at TEXT NOT NULL, PRIMARY KEY (team_id, user_id, item_id))",
+        "CREATE INDEX saved_items_by_person ON saved_items (team_id, user_id, saved_at)",
+        "ALTER TABLE deliveries ADD COLUMN target TEXT NOT NULL DEFAULT 'channel'",
+    ]:
+        db.execute(sql)
+
+
 # --- the store -----------------------------------------------------------------------------------------
 
 
@@ -215,7 +230,8 @@ def migration_set() -> Migrations:
 
     migrations = Migrations(MIGRATION_SET)
     steps = (m001_items, m002_delivery, m003_authors_fts, m004_fts_prefix_index, m005_installations,
-             m006_search_generation, m007_one_search_engine, m008_feed_baseline, m009_item_changes)
+             m006_search_generation, m007_one_search_engine, m008_feed_baseline, m009_item_changes,
+             m012_follows_saved)
     for step in steps:
         migrations()(step)
     return migrations

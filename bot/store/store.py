@@ -8,6 +8,7 @@
     feed_state.FeedStateMixin        feed state (validators, errors, baseline) and meta
     subscriptions.SubscriptionsMixin subscriptions and workspaces
     ledger.LedgerMixin               the delivery ledger: queue, claim, settle (sent, failed, released)
+    follows.FollowsMixin             people's follows and reading lists (saved items)
     installations.InstallationsMixin installations and OAuth state (multi-workspace mode)
 
 A new feature touches the part it concerns; every part speaks SQL both backends share (`?` placeholders,
@@ -18,12 +19,13 @@ from __future__ import annotations
 
 from bot.store.archive import ArchiveMixin
 from bot.store.feed_state import FeedStateMixin
+from bot.store.follows import FollowsMixin
 from bot.store.installations import InstallationsMixin
 from bot.store.ledger import LedgerMixin
 from bot.store.subscriptions import SubscriptionsMixin
 
 
-class Store(ArchiveMixin, FeedStateMixin, SubscriptionsMixin, LedgerMixin, InstallationsMixin):
+class Store(ArchiveMixin, FeedStateMixin, SubscriptionsMixin, LedgerMixin, InstallationsMixin, FollowsMixin):
     """The store's interface (see the module docstring); build one with `bot.store.open_store(url)`."""
 
     @classmethod

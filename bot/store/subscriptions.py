@@ -104,7 +104,7 @@ class SubscriptionsMixin(StoreBase):
             return row[0] if row else None
 
     def forget_workspace(self, team_id: str) -> None:
-        """Uninstall: drop the workspace's subscriptions and undelivered items."""
+        """Uninstall: drop the workspace's subscriptions, follows, reading lists and undelivered items."""
         with self._write() as db:
             db.execute("DELETE FROM subscriptions WHERE team_id = ?", [team_id])
             db.execute(
@@ -112,6 +112,8 @@ class SubscriptionsMixin(StoreBase):
             )
             db.execute("DELETE FROM workspaces WHERE team_id = ?", [team_id])
             db.execute("DELETE FROM installations WHERE team_id = ?", [team_id])
+            db.execute("DELETE FROM follows WHERE team_id = ?", [team_id])
+            db.execute("DELETE FROM saved_items WHERE team_id = ?", [team_id])
 
 
 def _subscription(db: Conn, team_id: str, channel_id: str) -> Subscription | None:

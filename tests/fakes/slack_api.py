@@ -6,8 +6,10 @@
         ...
         slack.posts("C1")                            # what reached the channel, in order
 
-Methods: auth.test, chat.postMessage (kept per channel, with ts and metadata), conversations.history (newest
-first, `oldest`/`latest`/`limit`/`cursor`, metadata only with include_all_metadata). Add more with
+Methods: auth.test, chat.postMessage (kept per channel, with ts and metadata; to a user ID it lands in the
+bot's DM with that person, as Slack does), conversations.history (newest first, `oldest`/`latest`/`limit`/
+`cursor`, metadata only with include_all_metadata), conversations.open (a person's DM: `dm_channel(user)`),
+views.publish (answered ok; the view is in the call). Add more with
 `slack.handlers["views.publish"] = fn` (fn(call) -> the JSON answer); every request, handled or not, is in
 `slack.calls`. Faults are scripted per method and channel: an HTTP status (429 with Retry-After, 500...),
 an `{"ok": false, "error": ...}` answer, a delay, or a dropped connection. `latency` delays every answer after
@@ -92,6 +94,8 @@ class FakeSlack(Loopback):
             "auth.test": self._auth_test,
             "chat.postMessage": self._post_message,
             "conversations.history": self._history,
+            "conversations.open": self._open,
+            "views.publish": self._publish,
         }
         self._cond = threading.Condition()
         self._last_ts = 0.0
@@ -165,8 +169,19 @@ class FakeSlack(Loopback):
         return {"ok": True, "url": "https://fake.slack.com/", "team": "Fake", "user": "mlresearch",
                 "team_id": self.team_id, "user_id": BOT_USER, "bot_id": BOT_ID}
 
+    def _open(self, call: Call) -> dict[str, Any]:
+        users = str(call.params.get("users") or "")
+        if not users or "," in users:
+            return {"ok": False, "error": "users_list_not_supplied" if not users else "not_implemented"}
+        return {"ok": True, "channel": {"id": dm_channel(users)}}
+
+    def _publish(self, call: Call) -> dict[str, Any]:
+        return {"ok": True, "view": {"id": "V0HOME", **(call.params.get("view") or {})}}
+
     def _post_message(self, call: Call) -> dict[str, Any]:
         channel = call.channel
+        if channel and channel[:1] in "UW":  # to a person: the app's DM with them
+            channel = dm_channel(channel)
         if not channel:
             return {"ok": False, "error": "channel_not_found"}
         if not call.params.get("text") and not call.params.get("blocks"):
@@ -258,6 +273,11 @@ class FakeSlack(Loopback):
         with self._cond:
             call.status, call.answer, call.done_at = status, answer, time.monotonic()
             self._cond.notify_all()
+
+
+def dm_channel(user_id: str) -> str:
+    """The ID of the bot's direct message with `user_id` (what conversations.open answers)."""
+    return "D" + user_id[1:]
 
 
 def _read_params(request: BaseHTTPRequestHandler, query: str) -> tuple[dict[str, Any], str | None]:
