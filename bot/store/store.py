@@ -9,6 +9,7 @@
     subscriptions.SubscriptionsMixin subscriptions and workspaces
     ledger.LedgerMixin               the delivery ledger: queue, claim, settle (sent, failed, released)
     installations.InstallationsMixin installations and OAuth state (multi-workspace mode)
+    digests.DigestsMixin             digest schedules, the items waiting for a digest, the digest ledger
 
 A new feature touches the part it concerns; every part speaks SQL both backends share (`?` placeholders,
 `ON CONFLICT`, `IS DISTINCT FROM`). A backend (`SQLiteStore`, `PostgresStore`) subclasses `Store`.
@@ -17,13 +18,14 @@ A new feature touches the part it concerns; every part speaks SQL both backends 
 from __future__ import annotations
 
 from bot.store.archive import ArchiveMixin
+from bot.store.digests import DigestsMixin
 from bot.store.feed_state import FeedStateMixin
 from bot.store.installations import InstallationsMixin
 from bot.store.ledger import LedgerMixin
 from bot.store.subscriptions import SubscriptionsMixin
 
 
-class Store(ArchiveMixin, FeedStateMixin, SubscriptionsMixin, LedgerMixin, InstallationsMixin):
+class Store(ArchiveMixin, FeedStateMixin, SubscriptionsMixin, LedgerMixin, InstallationsMixin, DigestsMixin):
     """The store's interface (see the module docstring); build one with `bot.store.open_store(url)`."""
 
     @classmethod
