@@ -9,7 +9,8 @@
 A cycle is `bot.poller.poll_once`: fetch -> parse -> ingest (new items and ledger rows in one transaction)
 -> deliver -> post due digests (`bot.digest`) -> enrich new items from the research index beside a web feed.
 Then every hook in `after` runs with the cycle's `PollResult`, in order, each guarded (a hook never breaks a
-poll): the place for a search index refresh, and for `serve`'s first-run backfill of a sparse archive (`backfill_if_sparse`).
+poll): the place for a search index refresh, and for `serve`'s first-run backfill of a sparse archive
+(`backfill_if_sparse`).
 """
 
 from __future__ import annotations
