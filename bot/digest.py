@@ -114,9 +114,8 @@ class Schedule:
         return min(t for t in map(self.instant, self.days(moment, 1, 9)) if t > moment)
 
     def describe(self) -> str:
-        """"daily at 09:00" / "weekly, Mondays at 09:00" (the zone is said apart)."""
-        at = f"{self.at:%H:%M}"
-        return f"daily at {at}" if self.mode == "daily" else f"weekly, Mondays at {at}"
+        """"every day at 09:00" / "every Monday at 09:00" (the zone is said apart)."""
+        return f"every {'day' if self.mode == 'daily' else 'Monday'} at {self.at:%H:%M}"
 
 
 def period_key(mode: str, ends: datetime) -> str:

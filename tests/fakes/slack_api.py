@@ -7,7 +7,8 @@
         slack.posts("C1")                            # what reached the channel, in order
 
 Methods: auth.test, chat.postMessage (kept per channel, with ts and metadata), conversations.history (newest
-first, `oldest`/`latest`/`limit`/`cursor`, metadata only with include_all_metadata). Add more with
+first, `oldest`/`latest`/`limit`/`cursor`, metadata only with include_all_metadata), users.info (the people
+in `slack.users`, user id -> profile fields such as `tz`; anyone else is `user_not_found`). Add more with
 `slack.handlers["views.publish"] = fn` (fn(call) -> the JSON answer); every request, handled or not, is in
 `slack.calls`. Faults are scripted per method and channel: an HTTP status (429 with Retry-After, 500...),
 an `{"ok": false, "error": ...}` answer, a delay, or a dropped connection. `latency` delays every answer after
@@ -88,10 +89,12 @@ class FakeSlack(Loopback):
         self.calls: list[Call] = []
         self.messages: dict[str, list[dict[str, Any]]] = {}
         self.faults: list[Fault] = []
+        self.users: dict[str, dict[str, Any]] = {}
         self.handlers: dict[str, Handler] = {
             "auth.test": self._auth_test,
             "chat.postMessage": self._post_message,
             "conversations.history": self._history,
+            "users.info": self._users_info,
         }
         self._cond = threading.Condition()
         self._last_ts = 0.0
@@ -181,6 +184,14 @@ class FakeSlack(Loopback):
             self.messages.setdefault(channel, []).append(message)
         return {"ok": True, "channel": channel, "ts": message["ts"],
                 "message": {k: message[k] for k in ("type", "ts", "text", "user", "bot_id")}}
+
+    def _users_info(self, call: Call) -> dict[str, Any]:
+        user_id = str(call.params.get("user") or "")
+        with self._cond:
+            fields = self.users.get(user_id)
+        if fields is None:
+            return {"ok": False, "error": "user_not_found"}
+        return {"ok": True, "user": {"id": user_id, "team_id": self.team_id, **fields}}
 
     def _history(self, call: Call) -> dict[str, Any]:
         p = call.params
