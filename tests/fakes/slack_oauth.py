@@ -22,7 +22,7 @@ from tests.fakes.slack_api import Call, FakeSlack
 
 APP_ID = "A0MLRESEARCH"
 INSTALLER = "U0INSTALLER"
-SCOPES = "commands,chat:write,channels:history,groups:history,channels:read,groups:read"
+SCOPES = "commands,chat:write,channels:history,groups:history,channels:read,groups:read,users:read"
 
 
 class SlackWorkspaces:
