@@ -159,7 +159,7 @@ def digest_message(
     if digest.starts is not None:
         span = f"{local_time(digest.starts.astimezone(tz))} to {local_time(ends)}"
     blocks: list[Any] = [
-        HeaderBlock(text=PlainTextObject(text=cut(f"{label} digest: {len(contents)} new", 150))),
+        HeaderBlock(text=PlainTextObject(text=cut(f"{label} digest: {_new(len(contents))}", 150))),
         ContextBlock(elements=[md(escape(cut(f"{span} ({tz.key}) · {counts}", 1900)))]),
     ]
     listed = 0
@@ -171,22 +171,26 @@ def digest_message(
             listed += 1
             line = f"• {title_link(item, 150)} · {item.published.date().isoformat()}"
             if matched:
-                line += " · " + ", ".join(escape(cut(k, 40)) for k in matched[:5])
+                line += " · matched: " + ", ".join(escape(cut(k, 40)) for k in matched[:5])
             lines.append(line)
         if lines:
             blocks += _sections(f"*{KIND_LABEL[kind]}s*", lines)
     if listed < len(contents):
         more = len(contents) - listed
-        blocks.append(ContextBlock(elements=[md(f"… and {more} more: `/mlresearch latest` lists them")]))
+        blocks.append(ContextBlock(elements=[md(f"… and {more} more, in the archive: `/mlresearch search`")]))
     titles = "; ".join(escape(cut(item.title, 100)) for item, _ in contents[:20])
     return {
-        "text": cut(f"{label} digest: {len(contents)} new ({counts}): {titles}", 3000),
+        "text": cut(f"{label} digest: {_new(len(contents))} ({counts}): {titles}", 3000),
         "blocks": [b.to_dict() for b in blocks[:50]],
         "unfurl_links": False,
         "unfurl_media": False,
         "parse": "none",
         "metadata": {"event_type": EVENT_TYPE, "event_payload": {"period": digest.period}},
     }
+
+
+def _new(count: int) -> str:
+    return f"{count} new item{'s' if count != 1 else ''}"
 
 
 def _sections(title: str, lines: list[str]) -> list[SectionBlock]:
@@ -247,7 +251,7 @@ class Digester:
         for sub in store.digest_subscriptions():
             if sub.team_id == LOCAL_TEAM_ID:
                 continue
-            due = self._due(store, sub, now)
+            due = due_digest(store, sub, now)
             if due is None:
                 continue
             if sub.team_id not in clients:
@@ -268,22 +272,6 @@ class Digester:
             failed += outcome == "failed"
         return DeliveryReport(delivered=delivered, failed=failed)
 
-    def _due(
-        self, store: Store, sub: Subscription, now: datetime
-    ) -> tuple[Schedule, str, datetime, Digest | None] | None:
-        """(schedule, period, its end, its ledger row) when the channel has a digest to post or settle."""
-        schedule = Schedule.of(sub)
-        if schedule is None:
-            return None
-        ends = schedule.last_due(now)
-        if sub.digest_since is not None and ends <= sub.digest_since:
-            return None  # the schedule was set after the latest digest time: its first period is still on
-        period = period_key(schedule.mode, ends)
-        row = store.get_digest(sub.team_id, sub.channel_id, period)
-        if row is not None and row.state in DONE:
-            return None
-        return schedule, period, ends, row
-
     def _client(self, store: Store, team_id: str) -> WebClient | None:
         try:
             return self.client_for(team_id)
@@ -301,10 +289,7 @@ class Digester:
         post, or its fate is left for the next poll)."""
         channel = sub.channel_id
         if row is None:
-            starts = _previous(schedule, ends)
-            if sub.digest_since is not None and sub.digest_since > starts:
-                starts = sub.digest_since
-            row, created = store.start_digest(sub.team_id, channel, period, starts, ends)
+            row, created = start_digest(store, sub, schedule, period, ends)
             if row.state == "empty":
                 log.info("event=digest_empty channel=%s period=%s", channel, period)
                 return None
@@ -410,6 +395,30 @@ class Digester:
         return "failed"
 
 
-def _previous(schedule: Schedule, ends: datetime) -> datetime:
-    """The digest time before `ends`: when its period began."""
-    return max(t for t in map(schedule.instant, schedule.days(ends, 9, 0)) if t < ends)
+def due_digest(
+    store: Store, sub: Subscription, now: datetime
+) -> tuple[Schedule, str, datetime, Digest | None] | None:
+    """(schedule, period, its end, its ledger row or None) when the channel has a digest to post or settle
+    at `now`: the latest digest time has passed, after the schedule was set, and its row is not settled."""
+    schedule = Schedule.of(sub)
+    if schedule is None:
+        return None
+    ends = schedule.last_due(now)
+    if sub.digest_since is not None and ends <= sub.digest_since:
+        return None  # the schedule was set after the latest digest time: its first period is still on
+    period = period_key(schedule.mode, ends)
+    row = store.get_digest(sub.team_id, sub.channel_id, period)
+    if row is not None and row.state in DONE:
+        return None
+    return schedule, period, ends, row
+
+
+def start_digest(
+    store: Store, sub: Subscription, schedule: Schedule, period: str, ends: datetime
+) -> tuple[Digest, bool]:
+    """Claim the channel's digest of `period` (`Store.start_digest`); it began at the digest time before
+    `ends`, or when the schedule was set if that is later."""
+    starts = max(t for t in map(schedule.instant, schedule.days(ends, 9, 0)) if t < ends)
+    if sub.digest_since is not None and sub.digest_since > starts:
+        starts = sub.digest_since
+    return store.start_digest(sub.team_id, sub.channel_id, period, starts, ends)

@@ -6,6 +6,7 @@ clock passed in."""
 
 from __future__ import annotations
 
+import io
 import threading
 from collections.abc import Callable, Iterator
 from datetime import UTC, date, datetime, timedelta
@@ -26,6 +27,7 @@ from bot.models import Item, Subscription, Validators
 from bot.pipeline import Pipeline
 from bot.slackweb import make_client
 from bot.store import Store, open_store
+from tests.fakes.archive import make_item
 from tests.fakes.slack_api import FakeSlack
 from tests.test_backfill import FEED as FEED_XML
 from tests.test_backfill import NEWEST, feed_without_newest
@@ -270,7 +272,7 @@ def test_a_weekly_digest_goes_out_once_across_a_restart(
     updates = [i.link for i in newest_first if i.kind == "update"]
     assert listed_links(message) == papers + updates, "grouped by type, newest first, the period's items only"
     assert monday_night[0].link not in str(message["blocks"])
-    assert "Weekly digest: 5 new" in params["text"]
+    assert "Weekly digest: 5 new items" in params["text"]
 
     # Another process, after the period (a restart, or the other dyno elected to deliver): nothing again.
     again = open_store(database_url)
@@ -339,7 +341,7 @@ def test_keyword_digests_hold_only_matching_items_and_say_which_matched(
     [message] = digests_posted(slack)
     body = str(message["blocks"])
     assert len(listed_links(message)) == 2 and "Normalizing Flows" in body and "Forgetting" in body
-    assert "· flow" in body and "· forget" in body
+    assert "· matched: flow" in body and "· matched: forget" in body
 
 
 def test_items_before_the_digest_was_set_up_are_never_in_it(base: Store, slack: FakeSlack) -> None:
@@ -352,6 +354,26 @@ def test_items_before_the_digest_was_set_up_are_never_in_it(base: Store, slack: 
     assert [i.id for i in later] == [i.id for i in NEW[2:4]]
     assert digester(slack, datetime(2026, 12, 2, 9, 5, tzinfo=UTC))(store).delivered == 1
     assert sorted(listed_links(digests_posted(slack)[0])) == sorted(i.link for i in NEW[2:4])
+
+
+def test_a_digest_is_inert_and_within_slacks_limits_however_many_items(base: Store, slack: FakeSlack) -> None:
+    weekly(base)
+    evil = make_item("evil", "<!channel> <@U123> <https://evil.example|click> & more", "x", day="2026-12-01")
+    long = "long title " * 20
+    many = [make_item(f"p{n:03d}", f"Paper {n} {long}", "x", day="2026-11-01") for n in range(80)]
+    arrive(base, [evil, *many], SET_UP + timedelta(hours=1))
+    assert digester(slack, MONDAY + timedelta(minutes=5))(base).delivered == 1
+    [message] = digests_posted(slack)
+    blocks = message["blocks"]
+    assert len(blocks) <= 50 and blocks[0]["text"]["text"] == "Weekly digest: 81 new items"
+    texts = [b["text"]["text"] for b in blocks if b["type"] == "section"]
+    assert all(len(t) <= 3000 for t in texts) and len(message["text"]) <= 3000
+    assert all(e.get("verbatim") for b in blocks if b["type"] != "header"
+               for e in ([b["text"]] if "text" in b else b["elements"]))
+    assert "&lt;!channel&gt; &lt;@U123&gt; &lt;https://evil.example|click&gt; &amp; more" in texts[0]
+    assert "<!channel>" not in str(message) and "<@U123>" not in str(message)
+    assert len(listed_links(message)) == digest.MAX_LISTED
+    assert blocks[-1]["elements"][0]["text"].startswith("… and 21 more")
 
 
 # --- the digest step in the poll ---------------------------------------------------------------------------
@@ -402,3 +424,17 @@ def test_the_poll_posts_a_due_digest_once_whichever_pipeline_holds_the_lock(
     for run, s in zip(runs, stores, strict=True):
         run.close()
         s.close()
+
+
+def test_the_shell_prints_its_channels_digest_once(base: Store) -> None:
+    from bot.shell import SHELL_CHANNEL_ID, SHELL_TEAM_ID, Console, ShellDigester
+
+    base.subscribe(SHELL_TEAM_ID, SHELL_CHANNEL_ID, "USHELL")
+    base.set_digest(SHELL_TEAM_ID, SHELL_CHANNEL_ID, "daily", "09:00", "UTC", now=SET_UP)
+    arrive(base, NEW[:2], SET_UP + timedelta(hours=1))
+    out = io.StringIO()
+    printer = ShellDigester(Console(out), clock=lambda: datetime(2026, 12, 2, 9, 1, tzinfo=UTC))
+    assert printer(base).delivered == 1
+    text = out.getvalue()
+    assert "== Daily digest: 2 new items ==" in text and all(i.title in text for i in NEW[:2])
+    assert printer(base).delivered == 0 and out.getvalue() == text
