@@ -296,6 +296,8 @@ def home_view(store: Any, team_id: str) -> dict[str, Any]:
         lines = []
         for sub in subs[:40]:
             line = f"• {channel_ref(sub.channel_id)}: {keywords_text(sub.keywords)}"
+            if sub.digest is not None:
+                line += f" · as a {sub.digest} digest"
             if sub.paused:
                 line += f" · *paused*: {escape(cut(sub.paused_reason or 'unknown reason', 120))}"
             lines.append(line)
