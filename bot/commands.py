@@ -301,8 +301,8 @@ def _subscribed_digest(inv: Invocation, services: Services, mode: str, at: str, 
     )
     if note:
         message += f" {note}"
-    change = (f"Change the time with `at:HH:MM`, go back to one post per item with `{C} subscribe`, "
-              f"stop with `{C} unsubscribe`.")
+    change = (f"Change the time with `{C} subscribe digest:{mode} at:HH:MM` (with your keywords), go back to "
+              f"one post per item with `{C} subscribe`, stop with `{C} unsubscribe`.")
     return line(f"{message} {change}")
 
 

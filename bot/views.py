@@ -245,7 +245,7 @@ def subscription_line(
     )
     line = f"*This channel:* subscribed to {what}"
     if sub.digest is not None:
-        when_ = f"Mondays at {sub.digest_at}" if sub.digest == "weekly" else f"at {sub.digest_at}"
+        when_ = f"Mondays at {sub.digest_at}" if sub.digest == "weekly" else f"every day at {sub.digest_at}"
         line += f" · as a {sub.digest} digest, {when_} ({escape(cut(sub.digest_tz, 60))})"
         if next_digest is not None:
             line += f" · next digest: {next_digest:%a} {next_digest.day} {next_digest:%b %Y, %H:%M}"
