@@ -176,6 +176,33 @@ def test_a_plain_subscribe_turns_a_digest_channel_back_to_one_post_per_item(
     assert len(base.open_deliveries()) == 3
 
 
+def test_a_digest_held_back_by_slack_goes_out_at_the_next_poll_or_per_item_after_a_switch(
+    base: Store, slack: FakeSlack
+) -> None:
+    weekly(base)
+    arrive(base, NEW[:2], SET_UP + timedelta(hours=1))
+    slack.fault("chat.postMessage", error="ratelimited")
+    assert digester(slack, MONDAY + timedelta(minutes=5))(base).delivered == 0
+    [row] = base.digests(TEAM, CHANNEL)
+    assert (row.state, row.error) == ("pending", "ratelimited")
+    arrive(base, NEW[:3], MONDAY + timedelta(minutes=7))  # the next period's
+    reply = ask(services(base, slack), "subscribe")  # back to one post per item before the next poll
+    assert "The 1 item(s) waiting for the digest" in reply.text
+    assert sorted(d.item_id for d in base.open_deliveries()) == sorted(i.id for i in NEW[:3])
+    [row] = base.digests(TEAM, CHANNEL)
+    assert (row.state, row.error) == ("failed", "per_item")
+    assert digester(slack, MONDAY + timedelta(minutes=15))(base).delivered == 0
+    assert digests_posted(slack) == []
+
+    weekly(base)  # and a digest again: it starts empty, and a held-back digest is posted at the next poll
+    arrive(base, NEW[3:5], MONDAY + timedelta(days=1))
+    slack.fault("chat.postMessage", error="ratelimited")
+    next_monday = MONDAY + timedelta(days=7, minutes=5)
+    assert digester(slack, next_monday)(base).delivered == 0
+    assert digester(slack, next_monday + timedelta(minutes=10))(base).delivered == 1
+    assert sorted(listed_links(digests_posted(slack)[0])) == sorted(i.link for i in NEW[3:5])
+
+
 def test_status_shows_the_mode_and_the_next_digest_in_the_subscribers_zone(
     base: Store, slack: FakeSlack
 ) -> None:

@@ -214,18 +214,25 @@ def queue_digest_items(db: Conn, items: Sequence[Item], subs: Sequence[Subscript
 
 
 def _items_to_deliveries(db: Conn, sub: Subscription, now: str | None) -> None:
-    """A digest channel turned back to one post per item: the items waiting for its digest are queued in the
-    delivery ledger (posted at the next poll) instead."""
+    """A digest channel turned back to one post per item: the items waiting for its digest, and those of a
+    digest not posted yet (`pending`: rate limited), are queued in the delivery ledger (posted at the next
+    poll) instead, and such a digest fails as `per_item`."""
+    key = [sub.team_id, sub.channel_id]
+    unposted = (
+        "digest_items.team_id = ? AND digest_items.channel_id = ? AND (digest_items.digest_id IS NULL OR "
+        "digest_items.digest_id IN (SELECT id FROM digests WHERE team_id = ? AND channel_id = ? "
+        "AND state = 'pending'))"
+    )
     rows = db.rows(
         "SELECT items.* FROM digest_items JOIN items ON items.id = digest_items.item_id "
-        "WHERE digest_items.team_id = ? AND digest_items.channel_id = ? AND digest_items.digest_id IS NULL "
-        "ORDER BY digest_items.arrived_at, items.published", [sub.team_id, sub.channel_id],
+        f"WHERE {unposted} ORDER BY digest_items.arrived_at, items.published", key * 2,
     )
     plain = Subscription(sub.team_id, sub.channel_id, sub.user_id, sub.created_at, sub.keywords)
     queue_deliveries(db, [row_item(r) for r in rows], [plain], now)
+    db.execute(f"DELETE FROM digest_items WHERE {unposted}", key * 2)
     db.execute(
-        "DELETE FROM digest_items WHERE team_id = ? AND channel_id = ? AND digest_id IS NULL",
-        [sub.team_id, sub.channel_id],
+        "UPDATE digests SET state = 'failed', error = 'per_item', updated_at = ? "
+        "WHERE team_id = ? AND channel_id = ? AND state = 'pending'", [now, *key],
     )
 
 
