@@ -367,6 +367,15 @@ def test_a_period_that_brought_nothing_posts_nothing(base: Store, slack: FakeSla
     assert (row.state, row.items) == ("empty", 0)
 
 
+def test_backfilled_history_is_never_in_a_digest(base: Store, slack: FakeSlack) -> None:
+    weekly(base)
+    added, _ = base.merge_index([make_item("old-paper", "An Old Paper", "x", day="2020-01-01")])
+    assert added == 1 and base.waiting_digest_items(TEAM, CHANNEL) == []
+    [new] = arrive(base, NEW[:1], SET_UP + timedelta(hours=1))
+    assert digester(slack, MONDAY + timedelta(minutes=5))(base).delivered == 1
+    assert listed_links(digests_posted(slack)[0]) == [new.link]
+
+
 def test_keyword_digests_hold_only_matching_items_and_say_which_matched(
     base: Store, slack: FakeSlack
 ) -> None:
