@@ -24,6 +24,7 @@ from bot import digest, views
 from bot.blocks import escape
 from bot.config import Settings
 from bot.errors import SearchError, StoreError
+from bot.models import Subscription
 from bot.search.highlight import matcher_for_text
 from bot.search.index import SearchIndex
 from bot.search.match import split_keywords
@@ -362,9 +363,19 @@ def cmd_status(rest: str, inv: Invocation, services: Services) -> Reply:
             inv.channel_id,
             store.workspace_disabled(inv.team_id),
             summaries,
-            digest.next_digest(sub, services.clock()) if sub is not None else None,
+            _next_digest(store, sub, services.clock()) if sub is not None else None,
         )
     )
+
+
+def _next_digest(store: Store, sub: Subscription, now: datetime) -> datetime | None:
+    """When the channel's next digest goes out, in the subscriber's zone: one whose time has passed but that
+    the poll has not posted yet is still the next."""
+    due = digest.due_digest(store, sub, now)
+    if due is not None:
+        schedule, _period, ends, _row = due
+        return ends.astimezone(schedule.tz)
+    return digest.next_digest(sub, now)
 
 
 HANDLERS: dict[str, Callable[[str, Invocation, Services], Reply]] = {

@@ -211,6 +211,9 @@ def test_status_shows_the_mode_and_the_next_digest_in_the_subscribers_zone(
     assert ("*This channel:* subscribed to items matching `privacy` · as a weekly digest, Mondays at 09:00 "
             "(Europe/Berlin) · next digest: Mon 7 Dec 2026, 09:00") in body
     after = services(base, slack, now=MONDAY + timedelta(minutes=1))
+    due = "next digest: Mon 7 Dec 2026, 09:00"
+    assert due in ask(after, "status").blocks[0]["text"]["text"], "due, and not posted yet"
+    digester(slack, MONDAY + timedelta(minutes=1))(base)
     assert "next digest: Mon 14 Dec 2026, 09:00" in ask(after, "status").blocks[0]["text"]["text"]
     ask(services(base, slack), "subscribe privacy")
     assert "digest" not in ask(services(base, slack), "status").blocks[0]["text"]["text"]
