@@ -15,19 +15,21 @@ import re
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
 
-from bot import views
+from bot import digest, views
 from bot.blocks import escape
 from bot.config import Settings
 from bot.errors import SearchError, StoreError
+from bot.models import Subscription
 from bot.search.highlight import matcher_for_text
 from bot.search.index import SearchIndex
 from bot.search.match import split_keywords
 from bot.search.query import parse_query
-from bot.store import Store
+from bot.store import Store, utcnow
 from bot.summarize import Summarizer
 from bot.views import SHARE_ACTION_ID, Blocks
 
@@ -38,6 +40,11 @@ LATEST_DEFAULT = 5
 LATEST_MAX = 20
 SHAREABLE = ("search", "latest", "summarize")
 C = views.COMMAND
+DIGEST_OPTION = re.compile(r"(?<![^\s,])(digest|at):(\S*)", re.IGNORECASE)
+SUBSCRIBE_USAGE = (
+    f"Usage: `{C} subscribe [keywords…] [digest:daily|weekly] [at:HH:MM]`, e.g. "
+    f"`{C} subscribe privacy digest:weekly at:10:00`; nothing was changed."
+)
 COUNT = re.compile(r"[0-9]{1,3}")  # ASCII digits only: str.isdigit() also accepts "²", "٣", "１"
 BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 NO_WORKSPACE = "This request has no workspace, so I can't answer it; nothing was changed."
@@ -75,6 +82,7 @@ class Services:
     slack: Any = None  # a slack_sdk.WebClient, for conversations.info
     summarizer: Summarizer | None = None  # None: extractive summaries only
     index: SearchIndex = None  # type: ignore[assignment]  # None: one built from the store on first search
+    clock: Callable[[], datetime] = utcnow  # what digest schedules count from
 
     def __post_init__(self) -> None:
         if self.index is None:
@@ -225,6 +233,9 @@ def cmd_subscribe(rest: str, inv: Invocation, services: Services) -> Reply:
             "I can't post new items into a direct message. Run `/mlresearch subscribe` in the channel where "
             "they should appear."
         )
+    rest, mode, at, problem = _digest_options(rest)
+    if problem:
+        return line(problem)
     keywords = split_keywords(rest)
     if rest and not keywords:
         return line(
@@ -237,12 +248,88 @@ def cmd_subscribe(rest: str, inv: Invocation, services: Services) -> Reply:
     sub, created = services.store.subscribe(inv.team_id, inv.channel_id, inv.user_id, keywords)
     where = views.channel_ref(inv.channel_id)
     what = views.keywords_text(sub.keywords)
-    if created:
+    if mode is not None:
+        return _subscribed_digest(inv, services, mode, at or digest.DEFAULT_AT, created)
+    waiting = 0
+    if sub.digest is not None:  # a plain subscribe turns a digest channel back to one post per item
+        waiting = len(services.store.waiting_digest_items(inv.team_id, inv.channel_id))
+        services.store.set_digest(inv.team_id, inv.channel_id, None, now=services.clock())
+        message = f"Updated {where}'s subscription: no more digests; I'll post {what} here, one by one."
+        if waiting:
+            message += f" The {waiting} item(s) waiting for the digest will be posted at the next poll."
+    elif created:
         message = f"Subscribed {where}: I'll post {what} here. Items already archived aren't reposted."
     else:
         message = f"Updated {where}'s subscription: I'll post {what} here."
     change = f"Change it with `{C} subscribe &lt;keywords…&gt;`, stop with `{C} unsubscribe`."
     return line(f"{message} {change}")
+
+
+def _digest_options(rest: str) -> tuple[str, str | None, str | None, str | None]:
+    """`digest:` and `at:` taken out of `subscribe` text: (the rest, mode, "HH:MM", a one-line problem)."""
+    mode = at = None
+    for found in DIGEST_OPTION.finditer(rest):
+        name, value = found.group(1).lower(), found.group(2)
+        if name == "digest":
+            if mode is not None or value.lower() not in digest.MODES:
+                return rest, None, None, SUBSCRIBE_USAGE
+            mode = value.lower()
+        else:
+            if at is not None or digest.parse_at(value) is None:
+                return rest, None, None, SUBSCRIBE_USAGE
+            at = digest.parse_at(value)
+    if at is not None and mode is None:
+        problem = f"`at:` sets a digest's time: add `digest:daily` or `digest:weekly`. {SUBSCRIBE_USAGE}"
+        return rest, None, None, problem
+    return " ".join(DIGEST_OPTION.sub(" ", rest).split()), mode, at, None
+
+
+def _subscribed_digest(inv: Invocation, services: Services, mode: str, at: str, created: bool) -> Reply:
+    tz, note = _time_zone(inv, services)
+    sub = services.store.set_digest(inv.team_id, inv.channel_id, mode, at, tz, now=services.clock())
+    if sub is None:  # unsubscribed in between
+        return line("This channel isn't subscribed any more; nothing was changed.")
+    schedule = digest.Schedule.of(sub)
+    nxt = digest.next_digest(sub, services.clock())
+    assert schedule is not None and nxt is not None
+    where = views.channel_ref(inv.channel_id)
+    what = views.keywords_text(sub.keywords).replace("new items", "the new items", 1)
+    head = f"Subscribed {where}" if created else f"Updated {where}'s subscription"
+    message = (
+        f"{head}: a {mode} digest of {what}, {schedule.describe()} "
+        f"({escape(tz)}), one message instead of one per item; nothing when a period brings nothing. "
+        f"The next one: {digest.local_time(nxt)}."
+    )
+    if note:
+        message += f" {note}"
+    change = (f"Change the time with `{C} subscribe digest:{mode} at:HH:MM` (with your keywords), go back to "
+              f"one post per item with `{C} subscribe`, stop with `{C} unsubscribe`.")
+    return line(f"{message} {change}")
+
+
+def _time_zone(inv: Invocation, services: Services) -> tuple[str, str]:
+    """The IANA time zone of the person running the command, from Slack's `users.info` (scope users:read),
+    and a note for the reply when it cannot be read (then UTC)."""
+    fallback = "I couldn't read your time zone from Slack, so the time is UTC."
+    if services.slack is None:
+        return "UTC", fallback
+    try:
+        answer = services.slack.users_info(user=inv.user_id)
+    except SlackApiError as exc:
+        error = exc.response.get("error") if exc.response is not None else None
+        log.warning("event=users_info_failed error=%s", str(error)[:40])
+        if error == "missing_scope":
+            return "UTC", fallback[:-1] + " (the app needs the users:read scope: reinstall it)."
+        return "UTC", fallback
+    except Exception as exc:  # noqa: BLE001 - the zone is a nicety; UTC still works
+        log.warning("event=users_info_failed error=%r", type(exc).__name__)
+        return "UTC", fallback
+    user = answer.get("user") if isinstance(answer.get("user"), dict) else {}
+    name = user.get("tz") if isinstance(user.get("tz"), str) else None
+    if digest.zone(name) is None:
+        return "UTC", fallback
+    assert name is not None
+    return name, ""
 
 
 def cmd_unsubscribe(rest: str, inv: Invocation, services: Services) -> Reply:
@@ -292,6 +379,7 @@ def cmd_follows(rest: str, inv: Invocation, services: Services) -> Reply:
 def cmd_status(rest: str, inv: Invocation, services: Services) -> Reply:
     store = services.store
     newest = store.latest(1)
+    sub = store.get_subscription(inv.team_id, inv.channel_id)
     summarizer = services.summarizer
     if summarizer is not None and summarizer.abstractive:
         summaries = f"written by `{escape(summarizer.model[:60])}`, extractive if it fails or is slow"
@@ -302,12 +390,23 @@ def cmd_status(rest: str, inv: Invocation, services: Services) -> Reply:
             store.latest_feed_state(),
             store.count_items(),
             newest[0] if newest else None,
-            store.get_subscription(inv.team_id, inv.channel_id),
+            sub,
             inv.channel_id,
             store.workspace_disabled(inv.team_id),
             summaries,
+            _next_digest(store, sub, services.clock()) if sub is not None else None,
         )
     )
+
+
+def _next_digest(store: Store, sub: Subscription, now: datetime) -> datetime | None:
+    """When the channel's next digest goes out, in the subscriber's zone: one whose time has passed but that
+    the poll has not posted yet is still the next."""
+    due = digest.due_digest(store, sub, now)
+    if due is not None:
+        schedule, _period, ends, _row = due
+        return ends.astimezone(schedule.tz)
+    return digest.next_digest(sub, now)
 
 
 HANDLERS: dict[str, Callable[[str, Invocation, Services], Reply]] = {

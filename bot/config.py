@@ -23,7 +23,7 @@ DEFAULT_SLACK_API_URL = "https://slack.com/api/"
 DEFAULT_DATABASE_URL = "sqlite:///mlresearch.db"
 # The bot scopes of manifest.json (requested at a multi-workspace install unless SLACK_SCOPES says otherwise).
 DEFAULT_SLACK_SCOPES = ("commands", "chat:write", "channels:history", "groups:history", "channels:read",
-                        "groups:read", "im:write", "im:history")
+                        "groups:read", "im:write", "im:history", "users:read")
 
 LOG_LEVELS = ("CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG")
 

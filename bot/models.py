@@ -89,6 +89,12 @@ class Subscription:
     keywords: tuple[str, ...] = ()
     paused: bool = False
     paused_reason: str | None = None
+    # A digest subscription (bot.digest): "daily" or "weekly" (None: one post per item), the local time it
+    # goes out, the subscriber's IANA time zone, and when this schedule was set (no digest is due before).
+    digest: str | None = None
+    digest_at: str = "09:00"
+    digest_tz: str = "UTC"
+    digest_since: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -116,6 +122,25 @@ class SavedItem:
 
     item: Item
     saved_at: datetime
+
+
+@dataclass(frozen=True)
+class Digest:
+    """A digest ledger row: one per (channel, period), claimed before its message is posted. `period` is the
+    schedule and the UTC end of the period ("weekly:2026-12-07T08:00:00Z"); `items` how many it holds."""
+
+    id: int
+    team_id: str
+    channel_id: str
+    period: str
+    starts: datetime | None
+    ends: datetime
+    state: str  # pending | posting | sent | failed | empty
+    items: int = 0
+    attempts: int = 0
+    ts: str | None = None
+    error: str | None = None
+    claimed_at: datetime | None = None
 
 
 @dataclass(frozen=True)

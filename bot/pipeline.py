@@ -7,9 +7,10 @@
     pipeline.close()                                                # the HTTP client, if the pipeline made it
 
 A cycle is `bot.poller.poll_once`: fetch -> parse -> ingest (new items and ledger rows in one transaction)
--> deliver -> enrich new items from the research index beside a web feed. Then every hook in `after` runs with
-the cycle's `PollResult`, in order, each guarded (a hook never breaks a poll): the place for a search index
-refresh, and for `serve`'s first-run backfill of a sparse archive (`backfill_if_sparse`).
+-> deliver -> post due digests (`bot.digest`) -> enrich new items from the research index beside a web feed.
+Then every hook in `after` runs with the cycle's `PollResult`, in order, each guarded (a hook never breaks a
+poll): the place for a search index refresh, and for `serve`'s first-run backfill of a sparse archive
+(`backfill_if_sparse`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from types import TracebackType
 import httpx
 
 from bot import deliver as slack_delivery
+from bot import digest as digests
 from bot import feed, poller, research_index
 from bot.config import Settings
 from bot.models import Item, PollResult
@@ -43,6 +45,8 @@ class Pipeline:
     # Builds the delivery step on first use (a dry run never builds Slack's); None: items queue in the ledger.
     make_deliver: Callable[[], Deliver | None] = field(default=lambda: None)
     enrich: Enrich | None = None
+    # Builds the digest step from the delivery step (`bot.digest.from_deliverer`); None: no digests posted.
+    make_digest: Callable[[Deliver | None], Deliver | None] = field(default=lambda deliver: None)
     index_url: str | None = None
     after: list[After] = field(default_factory=list)
     owns_client: bool = False
@@ -57,10 +61,11 @@ class Pipeline:
         deliver: Deliver | None = None,
         client: httpx.Client | None = None,
         after: Sequence[After] = (),
+        digest: Deliver | None = None,
     ) -> Pipeline:
         """The pipeline FEED_URL and the Slack settings describe, over `store`. `deliver` replaces Slack's
         deliverer (the shell prints); `client` replaces the HTTP client made here (the caller closes it);
-        `after` are the first hooks."""
+        `after` are the first hooks; `digest` replaces the digest step (one beside Slack's deliverer)."""
         index_url = research_index.index_url_for(settings.feed_url)
         return cls(
             store=store,
@@ -69,6 +74,7 @@ class Pipeline:
             make_deliver=(lambda: deliver) if deliver is not None else (
                 lambda: slack_delivery.from_settings(settings, store)
             ),
+            make_digest=(lambda _deliver: digest) if digest is not None else digests.from_deliverer,
             enrich=research_index.enricher(index_url),
             index_url=index_url,
             after=list(after),
@@ -79,11 +85,15 @@ class Pipeline:
     def deliver(self) -> Deliver | None:
         return self.make_deliver()
 
+    @cached_property
+    def digest(self) -> Deliver | None:
+        return self.make_digest(self.deliver)
+
     def poll_once(self, lock_timeout: float = 60.0) -> PollResult:
         """One cycle under the store's poll lock (LockTimeout when another process holds it), then `after`."""
         result = poller.poll_once(
             self.store, self.client, self.feed_url, deliver=self.deliver, lock_timeout=lock_timeout,
-            enrich=self.enrich,
+            enrich=self.enrich, digest=self.digest,
         )
         self.finish(result)
         return result
@@ -101,7 +111,7 @@ class Pipeline:
                 on_result(result)
 
         background = Poller(self.store, self.client, self.feed_url, interval, deliver=self.deliver,
-                            enrich=self.enrich, on_result=finished)
+                            enrich=self.enrich, on_result=finished, digest=self.digest)
         background.start()
         return background
 

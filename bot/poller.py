@@ -35,15 +35,17 @@ def poll_once(
     deliver: Deliver | None = None,
     lock_timeout: float = 60.0,
     enrich: Enrich | None = None,
+    digest: Deliver | None = None,
 ) -> PollResult:
     """Run one cycle under the poll lock. A feed failure is recorded and returned in `error`; deliveries
-    still open from earlier cycles are attempted anyway."""
+    still open from earlier cycles are attempted anyway, and due digests (`digest`, after delivery) posted."""
     with store.poll_lock(timeout=lock_timeout):
-        return _cycle(store, client, feed_url, deliver, enrich)
+        return _cycle(store, client, feed_url, deliver, enrich, digest)
 
 
 def _cycle(
-    store: Store, client: httpx.Client, feed_url: str, deliver: Deliver | None, enrich: Enrich | None = None
+    store: Store, client: httpx.Client, feed_url: str, deliver: Deliver | None, enrich: Enrich | None = None,
+    digest: Deliver | None = None,
 ) -> PollResult:
     state = store.feed_state(feed_url)
     error: str | None = None
@@ -70,6 +72,9 @@ def _cycle(
         store.record_failure(feed_url, error)
         log.warning("event=feed_error kind=%s error=%r", exc.kind, error)
     report = deliver(store) if deliver is not None else DeliveryReport()
+    if digest is not None:  # digests count as delivered messages
+        digested = _digests(store, digest)
+        report = DeliveryReport(report.delivered + digested.delivered, report.failed + digested.failed)
     if enrich is not None and not baseline:
         # After ingest and delivery, so it can change neither what is new nor what is queued.
         try:
@@ -101,6 +106,17 @@ def _cycle(
     return result
 
 
+def _digests(store: Store, digest: Deliver) -> DeliveryReport:
+    """The digest step; its failure is one log line and never breaks the poll."""
+    try:
+        return digest(store)
+    except StoreError as exc:
+        log.warning("event=digest_failed reason=database error=%r", " ".join(str(exc).split())[:300])
+    except Exception:  # noqa: BLE001 - a digest must not break the poll that ingested and delivered
+        log.exception("event=digest_crashed")
+    return DeliveryReport()
+
+
 def preview(store: Store, client: httpx.Client, feed_url: str) -> tuple[list[Item], bool, int]:
     """Dry run: fetch and parse, and say what would be new, writing nothing (a missing database stays
     missing, an existing one is only read). Returns (new items, whether this would be the baseline poll,
@@ -130,6 +146,7 @@ class Poller:
         deliver: Deliver | None = None,
         on_result: Callable[[PollResult], None] | None = None,
         enrich: Enrich | None = None,
+        digest: Deliver | None = None,
     ) -> None:
         self.store = store
         self.client = client
@@ -137,6 +154,7 @@ class Poller:
         self.interval = interval
         self.deliver = deliver
         self.enrich = enrich
+        self.digest = digest
         self.on_result = on_result
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -160,6 +178,7 @@ class Poller:
                     deliver=self.deliver,
                     lock_timeout=0,
                     enrich=self.enrich,
+                    digest=self.digest,
                 )
                 if self.on_result is not None:
                     self.on_result(result)

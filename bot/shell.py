@@ -18,11 +18,13 @@ import html
 import logging
 import re
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from datetime import datetime
 from typing import Any, TextIO
 
 import httpx
 
+from bot import digest
 from bot.blocks import follow_message, item_message
 from bot.commands import HANDLERS, Invocation, Reply, Services, handle, split
 from bot.config import Settings, redact_url
@@ -182,6 +184,36 @@ class ShellDeliverer:
         return DeliveryReport(delivered=delivered, failed=failed)
 
 
+class ShellDigester:
+    """Prints the shell channel's due digest, through the digest ledger (claim -> print -> mark sent), at the
+    time `clock` gives."""
+
+    def __init__(self, console: Console, clock: Callable[[], datetime] = utcnow) -> None:
+        self.console = console
+        self.clock = clock
+
+    def __call__(self, store: Store) -> DeliveryReport:
+        delivered = 0
+        for sub in store.digest_subscriptions():
+            if (sub.team_id, sub.channel_id) != (SHELL_TEAM_ID, SHELL_CHANNEL_ID):
+                continue
+            due = digest.due_digest(store, sub, self.clock())
+            if due is None:
+                continue
+            schedule, period, ends, row = due
+            if row is None:
+                row, created = digest.start_digest(store, sub, schedule, period, ends)
+                if not created or row.state != "posting":
+                    continue
+            elif not store.claim_digest(row.id, row.state):  # left by a shell that stopped: printed again
+                continue
+            message = digest.digest_message(sub, row, store.digest_contents(row.id))
+            self.console.write(f"{RULE}\nIn #{SHELL_CHANNEL_NAME}:\n{render(message['blocks'])}\n{RULE}")
+            store.mark_digest_sent(row.id, f"shell-{utcnow().timestamp():.6f}")
+            delivered += 1
+        return DeliveryReport(delivered=delivered)
+
+
 def describe(result: PollResult, subscribed: bool) -> str:
     if result.error:
         return f"[poll] the feed failed: {result.error}"
@@ -261,7 +293,8 @@ def run(
     services = Services(store=store, settings=settings, slack=None, summarizer=summarizer)
     console = Console(stdout)
     # The poll pipeline of `poll` and `serve` (enrichment included), delivering by printing here.
-    pipeline = Pipeline.from_settings(settings, store, deliver=ShellDeliverer(console), client=http_client)
+    pipeline = Pipeline.from_settings(settings, store, deliver=ShellDeliverer(console), client=http_client,
+                                      digest=ShellDigester(console))
     interactive = _isatty(stdin)
     console.write(BANNER)
     if archive.empty():

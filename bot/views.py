@@ -52,8 +52,9 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (  # (usage, what it does, an examp
     ("summarize <topic>", "what Apple's research says about a topic, with sources", "summarize diffusion"),
     ("latest [n]", "the n newest items (default 5, at most 20)", "latest 10"),
     (
-        "subscribe [keywords…]",
-        "post new items in this channel: all of them, or only those matching a keyword",
+        "subscribe [keywords…] [digest:daily|weekly] [at:HH:MM]",
+        "post new items in this channel: all of them, or only those matching a keyword; digest: one message "
+        "a day (or each Monday) at 09:00 your time, or at:",
         'subscribe privacy "speech recognition"',
     ),
     ("unsubscribe", "stop posting new items in this channel", "unsubscribe"),
@@ -253,7 +254,10 @@ def feed_lines(state: FeedState | None, count: int, newest: Item | None) -> list
     return lines
 
 
-def subscription_line(sub: Subscription | None, channel_id: str, disabled: str | None = None) -> str:
+def subscription_line(
+    sub: Subscription | None, channel_id: str, disabled: str | None = None,
+    next_digest: datetime | None = None,
+) -> str:
     where = channel_ref(channel_id)
     if sub is None:
         return f"*This channel:* not subscribed (`{COMMAND} subscribe` to get new items in {where})"
@@ -261,6 +265,11 @@ def subscription_line(sub: Subscription | None, channel_id: str, disabled: str |
         f"`{escape(k)}`" for k in sub.keywords
     )
     line = f"*This channel:* subscribed to {what}"
+    if sub.digest is not None:
+        when_ = f"Mondays at {sub.digest_at}" if sub.digest == "weekly" else f"every day at {sub.digest_at}"
+        line += f" · as a {sub.digest} digest, {when_} ({escape(cut(sub.digest_tz, 60))})"
+        if next_digest is not None:
+            line += f" · next digest: {next_digest:%a} {next_digest.day} {next_digest:%b %Y, %H:%M}"
     if sub.paused:
         line += f" · *paused*: {escape(cut(sub.paused_reason or 'unknown reason', 200))}"
     if disabled:
@@ -270,9 +279,9 @@ def subscription_line(sub: Subscription | None, channel_id: str, disabled: str |
 
 def status_reply(
     state: FeedState | None, count: int, newest: Item | None, sub: Subscription | None, channel_id: str,
-    disabled: str | None, summaries: str,
+    disabled: str | None, summaries: str, next_digest: datetime | None = None,
 ) -> tuple[str, Blocks]:
-    lines = [*feed_lines(state, count, newest), subscription_line(sub, channel_id, disabled)]
+    lines = [*feed_lines(state, count, newest), subscription_line(sub, channel_id, disabled, next_digest)]
     lines.append(f"*Summaries:* {summaries}")
     text = "Status: " + " · ".join(_FORMATTING.sub("", line) for line in lines[:2])
     return text, [section("\n".join(lines))]
@@ -376,6 +385,8 @@ def home_view(store: Any, team_id: str, user_id: str = "") -> dict[str, Any]:
         lines = []
         for sub in subs[:40]:
             line = f"• {channel_ref(sub.channel_id)}: {keywords_text(sub.keywords)}"
+            if sub.digest is not None:
+                line += f" · as a {sub.digest} digest"
             if sub.paused:
                 line += f" · *paused*: {escape(cut(sub.paused_reason or 'unknown reason', 120))}"
             lines.append(line)

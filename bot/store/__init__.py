@@ -7,7 +7,8 @@ Modules: `conn` (one connection speaking the shared SQL dialect), `models` (rows
 the records themselves are in bot.models, the errors in bot.errors), `base` (the connection/session layer
 and the backend's hooks), the parts of the interface, each backend-independent: `archive` (items, ingest and
 identity, the per-feed baseline), `feed_state` (feed state, meta), `subscriptions` (and workspaces),
-`ledger` (deliveries), `installations` (and OAuth state); `store` (`Store`, their composition), `merge`
+`ledger` (deliveries), `installations` (and OAuth state), `digests` (digest schedules, the items waiting for
+a digest, the digest ledger); `store` (`Store`, their composition), `merge`
 (batched merging of items), `sqlite` and `postgres` (connections, migrations, the poll lock).
 """
 

@@ -12,6 +12,7 @@ from typing import Any
 from bot.models import Ingested, Item, Validators
 from bot.store.base import BULK_MERGE, StoreBase
 from bot.store.conn import Conn
+from bot.store.digests import queue_digest_items
 from bot.store.feed_state import baselined, touch_feed
 from bot.store.ledger import queue_deliveries, queue_follow_deliveries
 from bot.store.merge import Batch, Known, enrichment, marks
@@ -50,8 +51,11 @@ class ArchiveMixin(StoreBase):
         with self._write() as db:
             baseline = not baselined(db, url)
             new, updated = _merge(db, items, now)
-            queued = 0 if baseline else queue_deliveries(db, new, active_subscriptions(db), now)
+            subs = active_subscriptions(db)
+            queued = 0 if baseline else queue_deliveries(db, new, subs, now)
             queued += 0 if baseline else queue_follow_deliveries(db, new, now)
+            if not baseline:
+                queue_digest_items(db, new, subs, now)
             touch_feed(db, url)
             db.execute(
                 "UPDATE feed_state SET last_poll = ?, last_success = ?, error_streak = 0, etag = ?, "

@@ -75,6 +75,7 @@ def queue_deliveries(db: Conn, items: Sequence[Item], subs: Sequence[Subscriptio
     """A pending delivery for every (new item, matching subscription); the ledger's unique (item, team,
     channel) index makes a second one impossible. Returns how many were queued."""
     rows: list[list[Any]] = []
+    subs = [sub for sub in subs if sub.digest is None]  # a digest channel's items wait for its digest
     for item in items:
         for sub in subs:
             matched: list[str] = []

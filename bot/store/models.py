@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bot.feed import kind_of
-from bot.models import Delivery, FeedState, Item, Subscription
+from bot.models import Delivery, Digest, FeedState, Item, Subscription
 
 
 def utcnow() -> datetime:
@@ -60,6 +60,29 @@ def row_subscription(r: dict[str, Any]) -> Subscription:
         keywords=tuple(json.loads(r["keywords"] or "[]")),
         paused=bool(r["paused"]),
         paused_reason=r["paused_reason"],
+        digest=r.get("digest") or None,
+        digest_at=r.get("digest_at") or "09:00",
+        digest_tz=r.get("digest_tz") or "UTC",
+        digest_since=from_iso(r.get("digest_since")),
+    )
+
+
+def row_digest(r: dict[str, Any]) -> Digest:
+    ends = from_iso(r["ends"])
+    assert ends is not None
+    return Digest(
+        id=int(r["id"]),
+        team_id=r["team_id"],
+        channel_id=r["channel_id"],
+        period=r["period"],
+        starts=from_iso(r["starts"]),
+        ends=ends,
+        state=r["state"],
+        items=r["items"] or 0,
+        attempts=r["attempts"] or 0,
+        ts=r["ts"],
+        error=r["error"],
+        claimed_at=from_iso(r["claimed_at"]),
     )
 
 

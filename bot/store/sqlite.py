@@ -21,6 +21,7 @@ from urllib.parse import quote
 from bot.errors import LockTimeout, StoreError
 from bot.store.base import MIGRATIONS
 from bot.store.conn import Conn
+from bot.store.digests import DIGEST_SCHEMA
 from bot.store.feed_state import copy_global_baseline
 from bot.store.merge import backfill_authors_text
 from bot.store.store import Store
@@ -205,6 +206,13 @@ def m009_item_changes(db: Database) -> None:
         )
 
 
+def m011_digests(db: Database) -> None:
+    """Digest subscriptions (issue 13): a subscription's digest schedule (bot.digest), the items waiting for
+    a channel's next digest (queued at ingest), and the digest ledger, a row per (channel, period)."""
+    for sql in DIGEST_SCHEMA:
+        db.execute(sql.replace("{id}", "INTEGER PRIMARY KEY").replace("{ref}", "INTEGER"))
+
+
 def m012_follows_saved(db: Database) -> None:
     """Personal follows and reading lists (issue 13): `follows` (a person's keywords, per workspace),
     `saved_items` (a person's reading list), and `deliveries.target`: 'person' for a follow's direct message
@@ -231,7 +239,7 @@ def migration_set() -> Migrations:
     migrations = Migrations(MIGRATION_SET)
     steps = (m001_items, m002_delivery, m003_authors_fts, m004_fts_prefix_index, m005_installations,
              m006_search_generation, m007_one_search_engine, m008_feed_baseline, m009_item_changes,
-             m012_follows_saved)
+             m011_digests, m012_follows_saved)
     for step in steps:
         migrations()(step)
     return migrations

@@ -10,6 +10,7 @@
     ledger.LedgerMixin               the delivery ledger: queue, claim, settle (sent, failed, released)
     follows.FollowsMixin             people's follows and reading lists (saved items)
     installations.InstallationsMixin installations and OAuth state (multi-workspace mode)
+    digests.DigestsMixin             digest schedules, the items waiting for a digest, the digest ledger
 
 A new feature touches the part it concerns; every part speaks SQL both backends share (`?` placeholders,
 `ON CONFLICT`, `IS DISTINCT FROM`). A backend (`SQLiteStore`, `PostgresStore`) subclasses `Store`.
@@ -18,6 +19,7 @@ A new feature touches the part it concerns; every part speaks SQL both backends 
 from __future__ import annotations
 
 from bot.store.archive import ArchiveMixin
+from bot.store.digests import DigestsMixin
 from bot.store.feed_state import FeedStateMixin
 from bot.store.follows import FollowsMixin
 from bot.store.installations import InstallationsMixin
@@ -25,7 +27,9 @@ from bot.store.ledger import LedgerMixin
 from bot.store.subscriptions import SubscriptionsMixin
 
 
-class Store(ArchiveMixin, FeedStateMixin, SubscriptionsMixin, LedgerMixin, InstallationsMixin, FollowsMixin):
+class Store(
+    ArchiveMixin, FeedStateMixin, SubscriptionsMixin, LedgerMixin, InstallationsMixin, DigestsMixin, FollowsMixin
+):
     """The store's interface (see the module docstring); build one with `bot.store.open_store(url)`."""
 
     @classmethod

@@ -9,7 +9,8 @@
 Methods: auth.test, chat.postMessage (kept per channel, with ts and metadata; to a user ID it lands in the
 bot's DM with that person, as Slack does), conversations.history (newest first, `oldest`/`latest`/`limit`/
 `cursor`, metadata only with include_all_metadata), conversations.open (a person's DM: `dm_channel(user)`),
-views.publish (answered ok; the view is in the call). Add more with
+views.publish (answered ok; the view is in the call), users.info (the people in `slack.users`, user id ->
+profile fields such as `tz`; anyone else is `user_not_found`). Add more with
 `slack.handlers["views.publish"] = fn` (fn(call) -> the JSON answer); every request, handled or not, is in
 `slack.calls`. Faults are scripted per method and channel: an HTTP status (429 with Retry-After, 500...),
 an `{"ok": false, "error": ...}` answer, a delay, or a dropped connection. `latency` delays every answer after
@@ -90,12 +91,14 @@ class FakeSlack(Loopback):
         self.calls: list[Call] = []
         self.messages: dict[str, list[dict[str, Any]]] = {}
         self.faults: list[Fault] = []
+        self.users: dict[str, dict[str, Any]] = {}
         self.handlers: dict[str, Handler] = {
             "auth.test": self._auth_test,
             "chat.postMessage": self._post_message,
             "conversations.history": self._history,
             "conversations.open": self._open,
             "views.publish": self._publish,
+            "users.info": self._users_info,
         }
         self._cond = threading.Condition()
         self._last_ts = 0.0
@@ -196,6 +199,14 @@ class FakeSlack(Loopback):
             self.messages.setdefault(channel, []).append(message)
         return {"ok": True, "channel": channel, "ts": message["ts"],
                 "message": {k: message[k] for k in ("type", "ts", "text", "user", "bot_id")}}
+
+    def _users_info(self, call: Call) -> dict[str, Any]:
+        user_id = str(call.params.get("user") or "")
+        with self._cond:
+            fields = self.users.get(user_id)
+        if fields is None:
+            return {"ok": False, "error": "user_not_found"}
+        return {"ok": True, "user": {"id": user_id, "team_id": self.team_id, **fields}}
 
     def _history(self, call: Call) -> dict[str, Any]:
         p = call.params

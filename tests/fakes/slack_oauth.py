@@ -22,7 +22,8 @@ from tests.fakes.slack_api import Call, FakeSlack
 
 APP_ID = "A0MLRESEARCH"
 INSTALLER = "U0INSTALLER"
-SCOPES = "commands,chat:write,channels:history,groups:history,channels:read,groups:read,im:write,im:history"
+SCOPES = ("commands,chat:write,channels:history,groups:history,channels:read,groups:read,im:write,im:history,"
+          "users:read")
 
 
 class SlackWorkspaces:
