@@ -34,6 +34,7 @@ from bot.errors import LockTimeout, StoreError
 from bot.store.base import one_line
 from bot.store.conn import Conn
 from bot.store.feed_state import copy_global_baseline
+from bot.store.ledger import BATCHES_DDL
 from bot.store.merge import backfill_authors_text
 from bot.store.models import iso, utcnow
 from bot.store.store import Store
@@ -175,6 +176,12 @@ def m009_item_changes(db: Conn) -> None:
         db.execute(sql)
 
 
+def m010_bursts(db: Conn) -> None:
+    """Bursts (issue 13): the batches table and deliveries.poll / deliveries.batch_id, as SQLite's."""
+    for sql in BATCHES_DDL:
+        db.execute(sql)
+
+
 PG_MIGRATIONS = (
     m001_items,
     m002_delivery,
@@ -185,6 +192,7 @@ PG_MIGRATIONS = (
     m007_one_search_engine,
     m008_feed_baseline,
     m009_item_changes,
+    m010_bursts,
 )
 
 

@@ -22,6 +22,7 @@ from bot.errors import LockTimeout, StoreError
 from bot.store.base import MIGRATIONS
 from bot.store.conn import Conn
 from bot.store.feed_state import copy_global_baseline
+from bot.store.ledger import BATCHES_DDL
 from bot.store.merge import backfill_authors_text
 from bot.store.store import Store
 
@@ -205,6 +206,13 @@ def m009_item_changes(db: Database) -> None:
         )
 
 
+def m010_bursts(db: Database) -> None:
+    """Bursts (issue 13): the batches table (a burst's top-level message, in the ledger like an item's), and
+    deliveries.poll / deliveries.batch_id (bot.store.ledger.BATCHES_DDL)."""
+    for sql in BATCHES_DDL:
+        db.execute(sql)
+
+
 # --- the store -----------------------------------------------------------------------------------------
 
 
@@ -215,7 +223,8 @@ def migration_set() -> Migrations:
 
     migrations = Migrations(MIGRATION_SET)
     steps = (m001_items, m002_delivery, m003_authors_fts, m004_fts_prefix_index, m005_installations,
-             m006_search_generation, m007_one_search_engine, m008_feed_baseline, m009_item_changes)
+             m006_search_generation, m007_one_search_engine, m008_feed_baseline, m009_item_changes,
+             m010_bursts)
     for step in steps:
         migrations()(step)
     return migrations

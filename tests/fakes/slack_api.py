@@ -6,8 +6,10 @@
         ...
         slack.posts("C1")                            # what reached the channel, in order
 
-Methods: auth.test, chat.postMessage (kept per channel, with ts and metadata), conversations.history (newest
-first, `oldest`/`latest`/`limit`/`cursor`, metadata only with include_all_metadata). Add more with
+Methods: auth.test, chat.postMessage (kept per channel, with ts and metadata; a reply with `thread_ts`),
+conversations.history (top-level messages newest first, `oldest`/`latest`/`limit`/`cursor`, metadata only with
+include_all_metadata), conversations.replies (a thread: its parent, then its replies oldest first, the same
+paging and metadata). Add more with
 `slack.handlers["views.publish"] = fn` (fn(call) -> the JSON answer); every request, handled or not, is in
 `slack.calls`. Faults are scripted per method and channel: an HTTP status (429 with Retry-After, 500...),
 an `{"ok": false, "error": ...}` answer, a delay, or a dropped connection. `latency` delays every answer after
@@ -32,6 +34,7 @@ JSON_FIELDS = ("blocks", "attachments", "metadata", "view")
 TEAM_ID = "T0FAKE"
 BOT_USER = "UFAKEBOT"
 BOT_ID = "BFAKEBOT"
+BATCH_EVENT = "mlresearch_batch"
 
 
 @dataclass
@@ -92,6 +95,7 @@ class FakeSlack(Loopback):
             "auth.test": self._auth_test,
             "chat.postMessage": self._post_message,
             "conversations.history": self._history,
+            "conversations.replies": self._replies,
         }
         self._cond = threading.Condition()
         self._last_ts = 0.0
@@ -150,9 +154,19 @@ class FakeSlack(Loopback):
         """How many times each (channel, item_id) was posted, read from the message metadata."""
         counts: Counter[tuple[str, str]] = Counter()
         for message in self.posts():
+            if (message.get("metadata") or {}).get("event_type") == BATCH_EVENT:
+                continue
             payload = (message.get("metadata") or {}).get("event_payload") or {}
             counts[(message["channel"], str(payload.get("item_id")))] += 1
         return counts
+
+    def batch_posts(self, channel: str | None = None) -> list[dict[str, Any]]:
+        """The bursts' top-level messages (metadata event_type mlresearch_batch), in post order."""
+        return [m for m in self.posts(channel) if (m.get("metadata") or {}).get("event_type") == BATCH_EVENT]
+
+    def thread(self, channel: str, ts: str) -> list[dict[str, Any]]:
+        """The replies posted in the thread of the message `ts`, oldest first."""
+        return [m for m in self.posts(channel) if m.get("thread_ts") == ts and m["ts"] != ts]
 
     def wait_for(self, predicate: Callable[[FakeSlack], bool], timeout: float = 10.0) -> bool:
         """Block until `predicate(self)` holds (checked after every request), or the timeout passes."""
@@ -178,6 +192,8 @@ class FakeSlack(Loopback):
                 "text": call.params.get("text", ""), "blocks": call.params.get("blocks"),
                 "metadata": call.params.get("metadata"), "params": dict(call.params), "posted_by_bot": True,
             }
+            if call.params.get("thread_ts"):
+                message["thread_ts"] = str(call.params["thread_ts"])
             self.messages.setdefault(channel, []).append(message)
         return {"ok": True, "channel": channel, "ts": message["ts"],
                 "message": {k: message[k] for k in ("type", "ts", "text", "user", "bot_id")}}
@@ -190,17 +206,27 @@ class FakeSlack(Loopback):
         with_metadata = str(p.get("include_all_metadata", "")).lower() in ("1", "true")
         with self._cond:
             channel = self.messages.get(str(p.get("channel")), [])
-            history = [m for m in channel if oldest < float(m["ts"]) < latest]
+            history = [m for m in channel if oldest < float(m["ts"]) < latest
+                       and m.get("thread_ts") in (None, m["ts"])]  # replies are not in the history
         history.sort(key=lambda m: float(m["ts"]), reverse=True)
-        page = history[offset : offset + limit]
-        public = ("type", "ts", "text", "user", "bot_id", "blocks") + (("metadata",) if with_metadata else ())
-        more = offset + limit < len(history)
-        return {
-            "ok": True,
-            "messages": [{k: m[k] for k in public if m.get(k) is not None} for m in page],
-            "has_more": more,
-            "response_metadata": {"next_cursor": str(offset + limit) if more else ""},
-        }
+        return _page(history, offset, limit, with_metadata)
+
+    def _replies(self, call: Call) -> dict[str, Any]:
+        p = call.params
+        oldest, latest = float(p.get("oldest") or 0), float(p.get("latest") or 1e12)
+        limit = max(1, min(int(p.get("limit") or 100), 999))
+        offset = int(p.get("cursor") or 0)
+        with_metadata = str(p.get("include_all_metadata", "")).lower() in ("1", "true")
+        ts = str(p.get("ts") or "")
+        with self._cond:
+            channel = self.messages.get(str(p.get("channel")), [])
+            parent = [m for m in channel if m["ts"] == ts]
+            replies = [m for m in channel if m.get("thread_ts") == ts and m["ts"] != ts
+                       and oldest < float(m["ts"]) < latest]
+        if not parent:
+            return {"ok": False, "error": "thread_not_found"}
+        replies.sort(key=lambda m: float(m["ts"]))
+        return _page([*parent, *replies], offset, limit, with_metadata)
 
     # plumbing ---------------------------------------------------------------------------------------
 
@@ -258,6 +284,20 @@ class FakeSlack(Loopback):
         with self._cond:
             call.status, call.answer, call.done_at = status, answer, time.monotonic()
             self._cond.notify_all()
+
+
+def _page(messages: list[dict[str, Any]], offset: int, limit: int, with_metadata: bool) -> dict[str, Any]:
+    """One page of a history or a thread, as Slack answers it."""
+    page = messages[offset : offset + limit]
+    public = ("type", "ts", "text", "user", "bot_id", "blocks", "thread_ts") + (
+        ("metadata",) if with_metadata else ())
+    more = offset + limit < len(messages)
+    return {
+        "ok": True,
+        "messages": [{k: m[k] for k in public if m.get(k) is not None} for m in page],
+        "has_more": more,
+        "response_metadata": {"next_cursor": str(offset + limit) if more else ""},
+    }
 
 
 def _read_params(request: BaseHTTPRequestHandler, query: str) -> tuple[dict[str, Any], str | None]:
