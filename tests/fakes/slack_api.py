@@ -70,6 +70,7 @@ class Fault:
     times: int | None = 1
     after: bool = False  # the call takes effect first (a message is posted), then the fault is answered
     extra: dict[str, Any] = field(default_factory=dict)
+    skip: int = 0  # this many matching calls pass untouched before the fault applies
 
     def matches(self, call: Call) -> bool:
         return (
@@ -119,12 +120,15 @@ class FakeSlack(Loopback):
         drop: bool = False,
         times: int | None = 1,
         after: bool = False,
+        skip: int = 0,
         **extra: Any,
     ) -> Fault:
-        """Script a failure; the first matching fault (in the order added) applies to a call."""
+        """Script a failure; the first matching fault (in the order added) applies to a call, once `skip`
+        matching calls have passed."""
         if status == 200 and error is None and not drop and not delay:
             raise ValueError("a fault needs a status, an error, a delay or drop=True")
-        fault = Fault(method, channel, status, error, retry_after, delay, drop, times, after, dict(extra))
+        fault = Fault(method, channel, status, error, retry_after, delay, drop, times, after, dict(extra),
+                      skip)
         with self._cond:
             self.faults.append(fault)
         return fault
@@ -242,7 +246,10 @@ class FakeSlack(Loopback):
         with self._cond:
             self.calls.append(call)
             fault = next((f for f in self.faults if f.matches(call)), None)
-            if fault is not None and fault.times is not None:
+            if fault is not None and fault.skip > 0:
+                fault.skip -= 1
+                fault = None
+            elif fault is not None and fault.times is not None:
                 fault.times -= 1
             self._cond.notify_all()
         status, answer, headers = 200, None, {}
