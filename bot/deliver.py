@@ -514,6 +514,10 @@ class Deliverer:
                 return None
             if code in WORKSPACE_ERRORS:
                 raise _WorkspaceDown(code) from None
+            if code == "thread_not_found" and job.thread_ts is not None:
+                log.warning("event=reconcile_unavailable channel=%s item=%s error=%s detail=\"the burst's "
+                            "message is gone; posting again\"", ch.channel_id, job.label, code)
+                return None  # someone deleted the burst's message (and so its thread): nothing to find
             log.warning("event=reconcile_failed channel=%s item=%s error=%s status=%d",
                         ch.channel_id, job.label, code, status)
             raise _Defer from None

@@ -252,6 +252,20 @@ def test_a_reply_that_landed_before_a_crash_is_found_in_the_thread(
     assert str(replies.params["include_all_metadata"]).lower() in ("1", "true")
 
 
+def test_a_reply_of_unknown_fate_whose_burst_message_was_deleted_is_posted_again(
+    store: Store, slack_api: FakeSlack
+) -> None:
+    items = poll(store, ["C1"], [make_item(n) for n in range(6)])
+    slack_api.fault("chat.postMessage", channel="C1", status=500, times=None, skip=1)  # the first reply's fate
+    assert deliverer(slack_api)(store).delivered == 0                                # stays unknown
+    assert store.deliveries(item_id=items[0].id)[0].state == "posting"
+    slack_api.faults.clear()
+    [parent] = slack_api.batch_posts("C1")
+    slack_api.messages["C1"].remove(parent)  # someone deletes the burst's message
+    assert deliverer(slack_api)(store).delivered == 6
+    assert [item_id(m) for m in slack_api.thread("C1", parent["ts"])] == [i.id for i in items]
+
+
 DELIVER_SCRIPT = textwrap.dedent("""
     import sys
     from bot.deliver import Deliverer
