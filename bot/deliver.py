@@ -6,8 +6,17 @@ fate is unknown. Such a row is reconciled first, by reading the channel's recent
 metadata; only when the message is absent is it posted again (without the history scope: posted again, at
 least once, with a warning).
 
+Bursts: when one poll queued more than `burst_threshold` (BURST_THRESHOLD) rows for a channel, and none of
+them has been tried yet, they become a burst once (`Store.form_batch`, a `batches` row: the decision survives
+restarts, and rows of another poll never join). The burst's top-level message (`blocks.batch_message`,
+metadata `mlresearch_batch`) is posted under its own ledger row, then each item's usual message in its
+thread. A burst message of unknown fate is looked for in the channel's history by its batch id; a reply, in
+the thread (conversations.replies) by its item id. A burst message that fails for good leaves its items to
+be posted on their own.
+
 Channels are served concurrently by a small pool, each channel oldest first and paced (about one post per
-second). Slack errors, by kind:
+second): a channel's work yields while it waits for its pace, and the pool's threads serve whichever channel
+is due, so a burst's 40 posts to one channel do not hold a thread for 40 seconds. Slack errors, by kind:
 
     429                          slack_sdk waits Retry-After and retries; if it persists, the row goes back
                                  to pending and the channel waits for the next poll
