@@ -257,7 +257,7 @@ def test_a_reply_of_unknown_fate_whose_burst_message_was_deleted_is_posted_again
 ) -> None:
     items = poll(store, ["C1"], [make_item(n) for n in range(6)])
     slack_api.fault("chat.postMessage", channel="C1", status=500, times=None, skip=1)
-    assert deliverer(slack_api)(store).delivered == 0  # the burst's message, then the first reply's fate unknown
+    assert deliverer(slack_api)(store).delivered == 0  # the message posted; the first reply: fate unknown
     assert store.deliveries(item_id=items[0].id)[0].state == "posting"
     slack_api.faults.clear()
     [parent] = slack_api.batch_posts("C1")
