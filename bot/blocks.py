@@ -25,6 +25,10 @@ from slack_sdk.models.blocks import (
 from bot.models import Item
 
 EVENT_TYPE = "mlresearch_item"
+BATCH_EVENT_TYPE = "mlresearch_batch"
+BATCH_TITLE_CHARS = 150
+BATCH_LISTED = 100  # titles listed in a burst's message at most; the thread holds every item
+MAX_BLOCKS = 50
 SNIPPET_CHARS = 300
 SECTION_TEXT_LIMIT = 3000
 TITLE_CHARS = 250
@@ -147,6 +151,48 @@ def item_text(item: Item) -> dict[str, Any]:
     message = item_message(item)
     message.pop("blocks")
     return message
+
+
+def batch_message(batch_id: str, count: int, items: Sequence[Item]) -> dict[str, Any]:
+    """A burst's top-level message: how many items, from when, their titles as links (papers and updates
+    apart); the items themselves go in its thread. `count` is the burst's size (the metadata says it too)."""
+    papers = [i for i in items if i.kind != "update"]
+    updates = [i for i in items if i.kind == "update"]
+    days = sorted({day(i) for i in items})
+    when = "" if not days else f", published {days[0]}" if len(days) == 1 else \
+        f", published {days[0]} to {days[-1]}"
+    parts = [f"{len(kind)} {noun if len(kind) == 1 else noun + 's'}"
+             for kind, noun in ((papers, "paper"), (updates, "update")) if kind]
+    summary = f"{count} new items ({', '.join(parts)}){when}" if parts else f"{count} new items{when}"
+    blocks: list[Any] = [SectionBlock(text=md(f"*{summary}*"))]
+    listed = 0
+    for heading, group in (("Papers", papers), ("Updates", updates)):
+        shown = group[: max(0, BATCH_LISTED - listed)]
+        listed += len(shown)
+        if not shown:
+            continue
+        text = f"*{heading}*"
+        for item in shown:
+            line = f"• {title_link(item, BATCH_TITLE_CHARS)}"
+            if len(text) + 1 + len(line) > SECTION_TEXT_LIMIT:
+                blocks.append(SectionBlock(text=md(text)))
+                text = line
+            else:
+                text = f"{text}\n{line}"
+        blocks.append(SectionBlock(text=md(text)))
+    more = len(items) - listed
+    note = "Each item is in this message's thread." if more <= 0 else \
+        f"…and {more} more. Each item is in this message's thread."
+    blocks = blocks[: MAX_BLOCKS - 1]
+    blocks.append(ContextBlock(elements=[md(note)]))
+    return {
+        "text": cut(f"{summary}; each item is in the thread.", FALLBACK_TEXT_LIMIT),
+        "blocks": [b.to_dict() for b in blocks],
+        "unfurl_links": False,
+        "unfurl_media": False,
+        "parse": "none",
+        "metadata": {"event_type": BATCH_EVENT_TYPE, "event_payload": {"batch_id": batch_id, "count": count}},
+    }
 
 
 _PARTICLES = frozenset(

@@ -25,6 +25,8 @@ DEFAULT_DATABASE_URL = "sqlite:///mlresearch.db"
 DEFAULT_SLACK_SCOPES = ("commands", "chat:write", "channels:history", "groups:history", "channels:read",
                         "groups:read", "im:write", "im:history", "users:read")
 
+DEFAULT_BURST_THRESHOLD = 5
+
 LOG_LEVELS = ("CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG")
 
 
@@ -47,6 +49,9 @@ class Settings:
     slack_scopes: tuple[str, ...] = DEFAULT_SLACK_SCOPES
     # TOKEN_ENCRYPTION_KEY: Fernet keys, the first encrypts stored OAuth tokens, every one decrypts (rotation)
     token_encryption_keys: tuple[str, ...] = ()
+    # BURST_THRESHOLD: more new items than this for one channel in one poll are posted as one message with
+    # the items in its thread
+    burst_threshold: int = DEFAULT_BURST_THRESHOLD
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Settings:
@@ -108,6 +113,8 @@ class Settings:
             slack_client_secret=client_secret,
             slack_scopes=scopes,
             token_encryption_keys=_fernet_keys(get("TOKEN_ENCRYPTION_KEY")),
+            burst_threshold=_int(get("BURST_THRESHOLD"), "BURST_THRESHOLD", DEFAULT_BURST_THRESHOLD,
+                                 minimum=1),
         )
 
     @property

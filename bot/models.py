@@ -110,6 +110,8 @@ class Delivery:
     error: str | None = None
     claimed_at: datetime | None = None
     target: str = "channel"  # channel | person (a follow's direct message: channel_id is the user ID)
+    poll: str | None = None  # the poll (ingest) that queued it
+    batch_id: str | None = None  # the burst it is posted in, in the thread of the batch's message
 
     @property
     def to_person(self) -> bool:
@@ -122,6 +124,22 @@ class SavedItem:
 
     item: Item
     saved_at: datetime
+
+
+@dataclass(frozen=True)
+class DeliveryBatch:
+    """A burst: the one top-level message of a channel's items from one poll, whose thread holds them."""
+
+    id: str
+    team_id: str
+    channel_id: str
+    poll: str
+    count: int
+    state: str  # pending | posting | sent | failed
+    attempts: int = 0
+    ts: str | None = None
+    error: str | None = None
+    claimed_at: datetime | None = None
 
 
 @dataclass(frozen=True)

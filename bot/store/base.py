@@ -34,6 +34,7 @@ MIGRATIONS = (
     "m007_one_search_engine",
     "m008_feed_baseline",
     "m009_item_changes",
+    "m010_bursts",
     "m011_digests",
     "m012_follows_saved",
 )

@@ -3,15 +3,30 @@ queued at ingest, claimed, settled as sent or failed, or released to be retried 
 
 from __future__ import annotations
 
+import hashlib
 import json
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from bot.models import Delivery, Item, Subscription
+from bot.models import Delivery, DeliveryBatch, Item, Subscription
 from bot.search.match import matched_keywords, matcher
 from bot.store.base import StoreBase
 from bot.store.conn import Conn
-from bot.store.models import iso, row_delivery, utcnow
+from bot.store.models import iso, row_batch, row_delivery, utcnow
+
+# m010_bursts (both backends): a burst's message is a row of `batches` (its own ledger row: claimed, settled,
+# reconciled by its metadata); each delivery records the poll that queued it and the batch it is posted in.
+BATCHES_DDL = (
+    "CREATE TABLE batches (id TEXT PRIMARY KEY, team_id TEXT NOT NULL, channel_id TEXT NOT NULL, "
+    "poll TEXT NOT NULL, size INTEGER NOT NULL, state TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, "
+    "ts TEXT, error TEXT, created_at TEXT, updated_at TEXT, claimed_at TEXT)",
+    "CREATE INDEX idx_batches_state ON batches (state)",
+    "ALTER TABLE deliveries ADD COLUMN poll TEXT",
+    "ALTER TABLE deliveries ADD COLUMN batch_id TEXT",
+    "CREATE INDEX idx_deliveries_batch_id ON deliveries (batch_id)",
+    "CREATE INDEX idx_deliveries_poll ON deliveries (poll)",
+)
 
 
 class LedgerMixin(StoreBase):
@@ -57,23 +72,119 @@ class LedgerMixin(StoreBase):
         """Put a delivery back to pending (a transient failure: retried at the next poll)."""
         self._settle(delivery_id, "pending", reason)
 
-    def _settle(self, delivery_id: int, state: str, error: str | None, *, ts: str | None = None) -> None:
+    def _settle(
+        self, delivery_id: int | str, state: str, error: str | None, *, ts: str | None = None,
+        table: str = "deliveries",
+    ) -> None:
         with self._write() as db:
             if state == "sent":
                 db.execute(
-                    "UPDATE deliveries SET state = 'sent', ts = ?, error = NULL, updated_at = ? WHERE id = ?",
+                    f"UPDATE {table} SET state = 'sent', ts = ?, error = NULL, updated_at = ? WHERE id = ?",
                     [ts, iso(utcnow()), delivery_id],
                 )
             else:
                 db.execute(
-                    "UPDATE deliveries SET state = ?, error = ?, updated_at = ? WHERE id = ?",
+                    f"UPDATE {table} SET state = ?, error = ?, updated_at = ? WHERE id = ?",
                     [state, (error or "")[:500], iso(utcnow()), delivery_id],
                 )
+
+    # bursts -----------------------------------------------------------------------------------------------
+
+    def form_batch(self, rows: Sequence[Delivery]) -> DeliveryBatch | None:
+        """Make `rows` (one channel's open rows of one poll, none claimed yet) a burst: a pending batch row
+        and each row's batch_id, in one transaction. Done only while the rows are the whole of what their
+        poll queued for the channel and none has been tried, so a burst is decided once (the batch id
+        derives from the poll and channel), and a row of an older poll, or one already tried alone, never
+        joins one. Returns the batch, or None when the rows no longer qualify."""
+        if not rows:
+            return None
+        first = rows[0]
+        if first.poll is None:
+            return None
+        batch_id = batch_id_of(first.poll, first.team_id, first.channel_id)
+        ids = [r.id for r in rows]
+        now = iso(utcnow())
+        with self._write() as db:
+            siblings = db.rows(
+                "SELECT id, state, attempts, batch_id FROM deliveries WHERE poll = ? AND team_id = ? "
+                "AND channel_id = ?",
+                [first.poll, first.team_id, first.channel_id],
+            )
+            untouched = all(r["state"] == "pending" and not r["attempts"] and r["batch_id"] is None
+                            for r in siblings)
+            if not untouched or sorted(int(r["id"]) for r in siblings) != sorted(ids):
+                return None
+            db.execute(
+                "INSERT INTO batches (id, team_id, channel_id, poll, size, state, attempts, created_at, "
+                "updated_at) VALUES (?, ?, ?, ?, ?, 'pending', 0, ?, ?) ON CONFLICT DO NOTHING",
+                [batch_id, first.team_id, first.channel_id, first.poll, len(ids), now, now],
+            )
+            db.executemany("UPDATE deliveries SET batch_id = ? WHERE id = ?", [[batch_id, i] for i in ids])
+            found = db.rows("SELECT * FROM batches WHERE id = ?", [batch_id])
+        return row_batch(found[0])
+
+    def batches(
+        self, ids: Sequence[str] | None = None, *, channel_id: str | None = None
+    ) -> list[DeliveryBatch]:
+        """Batch rows: those with `ids`, or a channel's, or all; oldest first."""
+        clauses: list[str] = []
+        params: list[Any] = []
+        if ids is not None:
+            if not ids:
+                return []
+            clauses.append(f"id IN ({', '.join('?' * len(ids))})")
+            params.extend(ids)
+        if channel_id:
+            clauses.append("channel_id = ?")
+            params.append(channel_id)
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        with self.connect() as db:
+            sql = f"SELECT * FROM batches {where} ORDER BY created_at, id"
+            return [row_batch(r) for r in db.rows(sql, params)]
+
+    def close_orphan_batches(self) -> int:
+        """Fail the open batches none of whose items is still open (their channel was unsubscribed, say):
+        nothing is left to post under them."""
+        with self._write() as db:
+            cursor = db.execute(
+                "UPDATE batches SET state = 'failed', error = 'no open items', updated_at = ? "
+                "WHERE state IN ('pending', 'posting') AND NOT EXISTS (SELECT 1 FROM deliveries d "
+                "WHERE d.batch_id = batches.id AND d.state IN ('pending', 'posting'))",
+                [iso(utcnow())],
+            )
+            return int(cursor.rowcount or 0)
+
+    def claim_batch(self, batch_id: str, expected_state: str = "pending") -> bool:
+        """As `claim`, for a burst's message."""
+        now = iso(utcnow())
+        with self._write() as db:
+            cursor = db.execute(
+                "UPDATE batches SET state = 'posting', attempts = attempts + 1, claimed_at = ?, "
+                "updated_at = ? WHERE id = ? AND state = ?",
+                [now, now, batch_id, expected_state],
+            )
+            return bool(cursor.rowcount == 1)
+
+    def mark_batch_sent(self, batch_id: str, ts: str | None) -> None:
+        self._settle(batch_id, "sent", None, ts=ts, table="batches")
+
+    def mark_batch_failed(self, batch_id: str, reason: str) -> None:
+        self._settle(batch_id, "failed", reason, table="batches")
+
+    def release_batch(self, batch_id: str, reason: str) -> None:
+        self._settle(batch_id, "pending", reason, table="batches")
+
+
+def batch_id_of(poll: str, team_id: str, channel_id: str) -> str:
+    """The stable id of the burst of `poll` in a channel (it goes into the message's metadata)."""
+    return hashlib.sha256(f"{poll}\x1f{team_id}\x1f{channel_id}".encode()).hexdigest()[:24]
 
 
 def queue_deliveries(db: Conn, items: Sequence[Item], subs: Sequence[Subscription], now: str | None) -> int:
     """A pending delivery for every (new item, matching subscription); the ledger's unique (item, team,
-    channel) index makes a second one impossible. Returns how many were queued."""
+    channel) index makes a second one impossible. Every row records this poll (a fresh id), by which the
+    deliverer groups a burst. Returns how many were queued."""
+    poll = uuid.uuid4().hex
     rows: list[list[Any]] = []
     subs = [sub for sub in subs if sub.digest is None]  # a digest channel's items wait for its digest
     for item in items:
@@ -83,10 +194,10 @@ def queue_deliveries(db: Conn, items: Sequence[Item], subs: Sequence[Subscriptio
                 matched = matched_keywords(item.title, item.summary, sub.keywords)
                 if not matched:
                     continue
-            rows.append([item.id, sub.team_id, sub.channel_id, json.dumps(matched), now, now])
+            rows.append([item.id, sub.team_id, sub.channel_id, json.dumps(matched), now, now, poll])
     return db.executemany(
         "INSERT INTO deliveries (item_id, team_id, channel_id, state, matched, attempts, created_at, "
-        "updated_at) VALUES (?, ?, ?, 'pending', ?, 0, ?, ?) ON CONFLICT DO NOTHING",
+        "updated_at, poll) VALUES (?, ?, ?, 'pending', ?, 0, ?, ?, ?) ON CONFLICT DO NOTHING",
         rows,
     )
 

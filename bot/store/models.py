@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bot.feed import kind_of
-from bot.models import Delivery, Digest, FeedState, Item, Subscription
+from bot.models import Delivery, DeliveryBatch, Digest, FeedState, Item, Subscription
 
 
 def utcnow() -> datetime:
@@ -99,6 +99,23 @@ def row_delivery(r: dict[str, Any]) -> Delivery:
         error=r["error"],
         claimed_at=from_iso(r["claimed_at"]),
         target=r.get("target") or "channel",
+        poll=r.get("poll"),
+        batch_id=r.get("batch_id"),
+    )
+
+
+def row_batch(r: dict[str, Any]) -> DeliveryBatch:
+    return DeliveryBatch(
+        id=r["id"],
+        team_id=r["team_id"],
+        channel_id=r["channel_id"],
+        poll=r["poll"],
+        count=int(r["size"] or 0),
+        state=r["state"],
+        attempts=r["attempts"] or 0,
+        ts=r["ts"],
+        error=r["error"],
+        claimed_at=from_iso(r["claimed_at"]),
     )
 
 

@@ -35,6 +35,7 @@ from bot.store.base import one_line
 from bot.store.conn import Conn
 from bot.store.digests import DIGEST_SCHEMA
 from bot.store.feed_state import copy_global_baseline
+from bot.store.ledger import BATCHES_DDL
 from bot.store.merge import backfill_authors_text
 from bot.store.models import iso, utcnow
 from bot.store.store import Store
@@ -176,6 +177,12 @@ def m009_item_changes(db: Conn) -> None:
         db.execute(sql)
 
 
+def m010_bursts(db: Conn) -> None:
+    """Bursts (issue 13): the batches table and deliveries.poll / deliveries.batch_id, as SQLite's."""
+    for sql in BATCHES_DDL:
+        db.execute(sql)
+
+
 def m011_digests(db: Conn) -> None:
     """Digest subscriptions: the schedule's columns, the items waiting for a digest, the digest ledger (the
     same schema as SQLite's m011_digests)."""
@@ -207,6 +214,7 @@ PG_MIGRATIONS = (
     m007_one_search_engine,
     m008_feed_baseline,
     m009_item_changes,
+    m010_bursts,
     m011_digests,
     m012_follows_saved,
 )

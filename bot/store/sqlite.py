@@ -23,6 +23,7 @@ from bot.store.base import MIGRATIONS
 from bot.store.conn import Conn
 from bot.store.digests import DIGEST_SCHEMA
 from bot.store.feed_state import copy_global_baseline
+from bot.store.ledger import BATCHES_DDL
 from bot.store.merge import backfill_authors_text
 from bot.store.store import Store
 
@@ -206,6 +207,13 @@ def m009_item_changes(db: Database) -> None:
         )
 
 
+def m010_bursts(db: Database) -> None:
+    """Bursts (issue 13): the batches table (a burst's top-level message, in the ledger like an item's), and
+    deliveries.poll / deliveries.batch_id (bot.store.ledger.BATCHES_DDL)."""
+    for sql in BATCHES_DDL:
+        db.execute(sql)
+
+
 def m011_digests(db: Database) -> None:
     """Digest subscriptions (issue 13): a subscription's digest schedule (bot.digest), the items waiting for
     a channel's next digest (queued at ingest), and the digest ledger, a row per (channel, period)."""
@@ -239,7 +247,7 @@ def migration_set() -> Migrations:
     migrations = Migrations(MIGRATION_SET)
     steps = (m001_items, m002_delivery, m003_authors_fts, m004_fts_prefix_index, m005_installations,
              m006_search_generation, m007_one_search_engine, m008_feed_baseline, m009_item_changes,
-             m011_digests, m012_follows_saved)
+             m010_bursts, m011_digests, m012_follows_saved)
     for step in steps:
         migrations()(step)
     return migrations

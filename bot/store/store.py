@@ -27,9 +27,8 @@ from bot.store.ledger import LedgerMixin
 from bot.store.subscriptions import SubscriptionsMixin
 
 
-class Store(
-    ArchiveMixin, FeedStateMixin, SubscriptionsMixin, LedgerMixin, InstallationsMixin, DigestsMixin, FollowsMixin
-):
+class Store(ArchiveMixin, FeedStateMixin, SubscriptionsMixin, LedgerMixin, InstallationsMixin, DigestsMixin,
+            FollowsMixin):
     """The store's interface (see the module docstring); build one with `bot.store.open_store(url)`."""
 
     @classmethod

@@ -6,11 +6,13 @@
         ...
         slack.posts("C1")                            # what reached the channel, in order
 
-Methods: auth.test, chat.postMessage (kept per channel, with ts and metadata; to a user ID it lands in the
-bot's DM with that person, as Slack does), conversations.history (newest first, `oldest`/`latest`/`limit`/
-`cursor`, metadata only with include_all_metadata), conversations.open (a person's DM: `dm_channel(user)`),
-views.publish (answered ok; the view is in the call), users.info (the people in `slack.users`, user id ->
-profile fields such as `tz`; anyone else is `user_not_found`). Add more with
+Methods: auth.test, chat.postMessage (kept per channel, with ts and metadata; a reply with `thread_ts`; to a
+user ID it lands in the bot's DM with that person, as Slack does), conversations.history (top-level messages
+newest first, `oldest`/`latest`/`limit`/`cursor`, metadata only with include_all_metadata),
+conversations.replies (a thread: its parent, then its replies oldest first, the same paging and metadata),
+conversations.open (a person's DM: `dm_channel(user)`), views.publish (answered ok; the view is in the call),
+users.info (the people in `slack.users`, user id -> profile fields such as `tz`; anyone else is
+`user_not_found`). Add more with
 `slack.handlers["views.publish"] = fn` (fn(call) -> the JSON answer); every request, handled or not, is in
 `slack.calls`. Faults are scripted per method and channel: an HTTP status (429 with Retry-After, 500...),
 an `{"ok": false, "error": ...}` answer, a delay, or a dropped connection. `latency` delays every answer after
@@ -35,6 +37,7 @@ JSON_FIELDS = ("blocks", "attachments", "metadata", "view")
 TEAM_ID = "T0FAKE"
 BOT_USER = "UFAKEBOT"
 BOT_ID = "BFAKEBOT"
+BATCH_EVENT = "mlresearch_batch"
 
 
 @dataclass
@@ -70,6 +73,7 @@ class Fault:
     times: int | None = 1
     after: bool = False  # the call takes effect first (a message is posted), then the fault is answered
     extra: dict[str, Any] = field(default_factory=dict)
+    skip: int = 0  # this many matching calls pass untouched before the fault applies
 
     def matches(self, call: Call) -> bool:
         return (
@@ -99,6 +103,7 @@ class FakeSlack(Loopback):
             "conversations.open": self._open,
             "views.publish": self._publish,
             "users.info": self._users_info,
+            "conversations.replies": self._replies,
         }
         self._cond = threading.Condition()
         self._last_ts = 0.0
@@ -122,12 +127,15 @@ class FakeSlack(Loopback):
         drop: bool = False,
         times: int | None = 1,
         after: bool = False,
+        skip: int = 0,
         **extra: Any,
     ) -> Fault:
-        """Script a failure; the first matching fault (in the order added) applies to a call."""
+        """Script a failure; the first matching fault (in the order added) applies to a call, once `skip`
+        matching calls have passed."""
         if status == 200 and error is None and not drop and not delay:
             raise ValueError("a fault needs a status, an error, a delay or drop=True")
-        fault = Fault(method, channel, status, error, retry_after, delay, drop, times, after, dict(extra))
+        fault = Fault(method, channel, status, error, retry_after, delay, drop, times, after, dict(extra),
+                      skip)
         with self._cond:
             self.faults.append(fault)
         return fault
@@ -157,9 +165,19 @@ class FakeSlack(Loopback):
         """How many times each (channel, item_id) was posted, read from the message metadata."""
         counts: Counter[tuple[str, str]] = Counter()
         for message in self.posts():
+            if (message.get("metadata") or {}).get("event_type") == BATCH_EVENT:
+                continue
             payload = (message.get("metadata") or {}).get("event_payload") or {}
             counts[(message["channel"], str(payload.get("item_id")))] += 1
         return counts
+
+    def batch_posts(self, channel: str | None = None) -> list[dict[str, Any]]:
+        """The bursts' top-level messages (metadata event_type mlresearch_batch), in post order."""
+        return [m for m in self.posts(channel) if (m.get("metadata") or {}).get("event_type") == BATCH_EVENT]
+
+    def thread(self, channel: str, ts: str) -> list[dict[str, Any]]:
+        """The replies posted in the thread of the message `ts`, oldest first."""
+        return [m for m in self.posts(channel) if m.get("thread_ts") == ts and m["ts"] != ts]
 
     def wait_for(self, predicate: Callable[[FakeSlack], bool], timeout: float = 10.0) -> bool:
         """Block until `predicate(self)` holds (checked after every request), or the timeout passes."""
@@ -196,6 +214,8 @@ class FakeSlack(Loopback):
                 "text": call.params.get("text", ""), "blocks": call.params.get("blocks"),
                 "metadata": call.params.get("metadata"), "params": dict(call.params), "posted_by_bot": True,
             }
+            if call.params.get("thread_ts"):
+                message["thread_ts"] = str(call.params["thread_ts"])
             self.messages.setdefault(channel, []).append(message)
         return {"ok": True, "channel": channel, "ts": message["ts"],
                 "message": {k: message[k] for k in ("type", "ts", "text", "user", "bot_id")}}
@@ -216,17 +236,27 @@ class FakeSlack(Loopback):
         with_metadata = str(p.get("include_all_metadata", "")).lower() in ("1", "true")
         with self._cond:
             channel = self.messages.get(str(p.get("channel")), [])
-            history = [m for m in channel if oldest < float(m["ts"]) < latest]
+            history = [m for m in channel if oldest < float(m["ts"]) < latest
+                       and m.get("thread_ts") in (None, m["ts"])]  # replies are not in the history
         history.sort(key=lambda m: float(m["ts"]), reverse=True)
-        page = history[offset : offset + limit]
-        public = ("type", "ts", "text", "user", "bot_id", "blocks") + (("metadata",) if with_metadata else ())
-        more = offset + limit < len(history)
-        return {
-            "ok": True,
-            "messages": [{k: m[k] for k in public if m.get(k) is not None} for m in page],
-            "has_more": more,
-            "response_metadata": {"next_cursor": str(offset + limit) if more else ""},
-        }
+        return _page(history, offset, limit, with_metadata)
+
+    def _replies(self, call: Call) -> dict[str, Any]:
+        p = call.params
+        oldest, latest = float(p.get("oldest") or 0), float(p.get("latest") or 1e12)
+        limit = max(1, min(int(p.get("limit") or 100), 999))
+        offset = int(p.get("cursor") or 0)
+        with_metadata = str(p.get("include_all_metadata", "")).lower() in ("1", "true")
+        ts = str(p.get("ts") or "")
+        with self._cond:
+            channel = self.messages.get(str(p.get("channel")), [])
+            parent = [m for m in channel if m["ts"] == ts]
+            replies = [m for m in channel if m.get("thread_ts") == ts and m["ts"] != ts
+                       and oldest < float(m["ts"]) < latest]
+        if not parent:
+            return {"ok": False, "error": "thread_not_found"}
+        replies.sort(key=lambda m: float(m["ts"]))
+        return _page([*parent, *replies], offset, limit, with_metadata)
 
     # plumbing ---------------------------------------------------------------------------------------
 
@@ -242,7 +272,10 @@ class FakeSlack(Loopback):
         with self._cond:
             self.calls.append(call)
             fault = next((f for f in self.faults if f.matches(call)), None)
-            if fault is not None and fault.times is not None:
+            if fault is not None and fault.skip > 0:
+                fault.skip -= 1
+                fault = None
+            elif fault is not None and fault.times is not None:
                 fault.times -= 1
             self._cond.notify_all()
         status, answer, headers = 200, None, {}
@@ -289,6 +322,18 @@ class FakeSlack(Loopback):
 def dm_channel(user_id: str) -> str:
     """The ID of the bot's direct message with `user_id` (what conversations.open answers)."""
     return "D" + user_id[1:]
+def _page(messages: list[dict[str, Any]], offset: int, limit: int, with_metadata: bool) -> dict[str, Any]:
+    """One page of a history or a thread, as Slack answers it."""
+    page = messages[offset : offset + limit]
+    public = ("type", "ts", "text", "user", "bot_id", "blocks", "thread_ts") + (
+        ("metadata",) if with_metadata else ())
+    more = offset + limit < len(messages)
+    return {
+        "ok": True,
+        "messages": [{k: m[k] for k in public if m.get(k) is not None} for m in page],
+        "has_more": more,
+        "response_metadata": {"next_cursor": str(offset + limit) if more else ""},
+    }
 
 
 def _read_params(request: BaseHTTPRequestHandler, query: str) -> tuple[dict[str, Any], str | None]:
