@@ -393,3 +393,21 @@ def test_the_shell_prints_its_users_follow_messages(store: Store) -> None:
     assert ShellDeliverer(Console(out))(store).delivered == 1
     assert "A direct message to you:" in out.getvalue() and "You follow `speech`" in out.getvalue()
     assert ShellDeliverer(Console(out))(store).delivered == 0
+
+
+def test_a_burst_in_a_channel_leaves_a_followers_dms_one_per_item(store: Store, slack_api: FakeSlack) -> None:
+    """Seven new items: the subscribed channel gets them as a burst (one message, the items in its thread);
+    the person who follows them gets seven direct messages, never a burst, each once."""
+    store.subscribe(TEAM, CHANNEL, [])
+    ask(store, "follow speech")
+    items = [make_item(f"speech-{n}", f"Speech Recognition, Part {n}", "Speech on device.") for n in range(7)]
+    arrive(store, *items)
+    client = make_client("xoxb-test", slack_api.url, backoff=0.01)
+    report = Deliverer(lambda team_id: client, pace=0.0, backoff=0.01, burst_threshold=5)(store)
+    assert (report.delivered, report.failed) == (14, 0)
+    [parent] = slack_api.batch_posts(CHANNEL)
+    assert len(slack_api.thread(CHANNEL, parent["ts"])) == 7  # its replies
+    assert sorted(m["metadata"]["event_payload"]["item_id"] for m in dms(slack_api, ALICE)) == \
+        sorted(item.id for item in items)
+    assert all("thread_ts" not in m["params"] for m in dms(slack_api, ALICE))
+    assert Deliverer(lambda team_id: client, pace=0.0, backoff=0.01, burst_threshold=5)(store).delivered == 0
