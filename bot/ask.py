@@ -173,6 +173,9 @@ def understand(text: str, previous: Understood | None = None, *, now: date) -> U
     """What `text` asks for (see the module docstring); `previous` is the thread's previous question, `now`
     today's date (UTC) for the time phrases."""
     plain = clean(text)
+    long = len(plain) > MAX_TEXT
+    if long:  # read up to the last whole word that fits
+        plain = plain[: MAX_TEXT + 1].rsplit(" ", 1)[0]
     since, until, when, plain = _time_filters(plain, now)
     action = None
     if _SUMMARIZE.search(plain):
@@ -186,8 +189,10 @@ def understand(text: str, previous: Understood | None = None, *, now: date) -> U
     if action == "latest" and len(words) == 1 and words[0].isdigit():
         count, words = max(1, min(int(words[0]), LATEST_MAX)), []
     if previous is not None and previous.action != "help" and (replacing or narrowing or not words):
-        return _follow(previous, action, words, since, until, when, replacing)
-    return _settle(action, words, since, until, when, count, followup=False)
+        said = _follow(previous, action, words, since, until, when, replacing)
+    else:
+        said = _settle(action, words, since, until, when, count, followup=False)
+    return replace(said, cut=True) if long and said.action != "help" else said
 
 
 def _follow(previous: Understood, action: str | None, words: list[str], since: date | None,
@@ -242,7 +247,7 @@ def _fit(words: list[str], older: int, since: date | None, until: date | None) -
 
 def clean(text: str) -> str:
     """The message as a person reads it: Slack's markup dropped (a link keeps its label), control characters
-    and bidirectional overrides made spaces, at most MAX_TEXT characters."""
+    and bidirectional overrides made spaces (of the first 2 * MAX_TEXT characters)."""
     def markup(match: re.Match[str]) -> str:
         target, label = match.group(1), match.group(2)
         if target.startswith(("@", "!", "#")):
@@ -252,7 +257,7 @@ def clean(text: str) -> str:
     text = _MARKUP.sub(markup, text[: MAX_TEXT * 2])
     text = text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
     text = "".join(" " if unicodedata.category(c) in ("Cc", "Cf", "Cs") else c for c in text)
-    return " ".join(text.split())[:MAX_TEXT]
+    return " ".join(text.split())
 
 
 def topic_words(text: str) -> list[str]:

@@ -22,8 +22,8 @@ DEFAULT_FEED_URL = "https://machinelearning.apple.com/rss.xml"
 DEFAULT_SLACK_API_URL = "https://slack.com/api/"
 DEFAULT_DATABASE_URL = "sqlite:///mlresearch.db"
 # The bot scopes of manifest.json (requested at a multi-workspace install unless SLACK_SCOPES says otherwise).
-DEFAULT_SLACK_SCOPES = ("commands", "chat:write", "channels:history", "groups:history", "channels:read",
-                        "groups:read")
+DEFAULT_SLACK_SCOPES = ("commands", "chat:write", "app_mentions:read", "im:history", "assistant:write",
+                        "channels:history", "groups:history", "channels:read", "groups:read")
 
 LOG_LEVELS = ("CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG")
 

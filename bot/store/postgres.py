@@ -33,6 +33,7 @@ from psycopg.conninfo import conninfo_to_dict
 from bot.errors import LockTimeout, StoreError
 from bot.store.base import one_line
 from bot.store.conn import Conn
+from bot.store.conversations import ANSWERED_EVENTS
 from bot.store.feed_state import copy_global_baseline
 from bot.store.merge import backfill_authors_text
 from bot.store.models import iso, utcnow
@@ -175,6 +176,13 @@ def m009_item_changes(db: Conn) -> None:
         db.execute(sql)
 
 
+def m013_answered_events(db: Conn) -> None:
+    """Questions asked in Slack (issue 13): one row per message answered, claimed before the answer
+    (bot.store.conversations), with the question as understood for the thread's follow-ups."""
+    for sql in ANSWERED_EVENTS:
+        db.execute(sql)
+
+
 PG_MIGRATIONS = (
     m001_items,
     m002_delivery,
@@ -185,6 +193,7 @@ PG_MIGRATIONS = (
     m007_one_search_engine,
     m008_feed_baseline,
     m009_item_changes,
+    m013_answered_events,
 )
 
 

@@ -9,6 +9,8 @@
     subscriptions.SubscriptionsMixin subscriptions and workspaces
     ledger.LedgerMixin               the delivery ledger: queue, claim, settle (sent, failed, released)
     installations.InstallationsMixin installations and OAuth state (multi-workspace mode)
+    conversations.ConversationsMixin questions asked in Slack: claimed before answering, understood for
+                                     the thread's follow-ups
 
 A new feature touches the part it concerns; every part speaks SQL both backends share (`?` placeholders,
 `ON CONFLICT`, `IS DISTINCT FROM`). A backend (`SQLiteStore`, `PostgresStore`) subclasses `Store`.
@@ -17,13 +19,15 @@ A new feature touches the part it concerns; every part speaks SQL both backends 
 from __future__ import annotations
 
 from bot.store.archive import ArchiveMixin
+from bot.store.conversations import ConversationsMixin
 from bot.store.feed_state import FeedStateMixin
 from bot.store.installations import InstallationsMixin
 from bot.store.ledger import LedgerMixin
 from bot.store.subscriptions import SubscriptionsMixin
 
 
-class Store(ArchiveMixin, FeedStateMixin, SubscriptionsMixin, LedgerMixin, InstallationsMixin):
+class Store(ArchiveMixin, FeedStateMixin, SubscriptionsMixin, LedgerMixin, InstallationsMixin,
+            ConversationsMixin):
     """The store's interface (see the module docstring); build one with `bot.store.open_store(url)`."""
 
     @classmethod

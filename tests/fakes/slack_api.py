@@ -6,8 +6,10 @@
         ...
         slack.posts("C1")                            # what reached the channel, in order
 
-Methods: auth.test, chat.postMessage (kept per channel, with ts and metadata), conversations.history (newest
-first, `oldest`/`latest`/`limit`/`cursor`, metadata only with include_all_metadata). Add more with
+Methods: auth.test, chat.postMessage (kept per channel, with ts, thread_ts and metadata),
+conversations.history (newest first, `oldest`/`latest`/`limit`/`cursor`, metadata only with
+include_all_metadata), conversations.replies (a thread, oldest first, the same paging),
+assistant.threads.setStatus / setSuggestedPrompts / setTitle (recorded in `calls`, answered ok). Add more with
 `slack.handlers["views.publish"] = fn` (fn(call) -> the JSON answer); every request, handled or not, is in
 `slack.calls`. Faults are scripted per method and channel: an HTTP status (429 with Retry-After, 500...),
 an `{"ok": false, "error": ...}` answer, a delay, or a dropped connection. `latency` delays every answer after
@@ -92,6 +94,10 @@ class FakeSlack(Loopback):
             "auth.test": self._auth_test,
             "chat.postMessage": self._post_message,
             "conversations.history": self._history,
+            "conversations.replies": self._replies,
+            "assistant.threads.setStatus": self._ok,
+            "assistant.threads.setSuggestedPrompts": self._ok,
+            "assistant.threads.setTitle": self._ok,
         }
         self._cond = threading.Condition()
         self._last_ts = 0.0
@@ -178,6 +184,8 @@ class FakeSlack(Loopback):
                 "text": call.params.get("text", ""), "blocks": call.params.get("blocks"),
                 "metadata": call.params.get("metadata"), "params": dict(call.params), "posted_by_bot": True,
             }
+            if call.params.get("thread_ts"):
+                message["thread_ts"] = str(call.params["thread_ts"])
             self.messages.setdefault(channel, []).append(message)
         return {"ok": True, "channel": channel, "ts": message["ts"],
                 "message": {k: message[k] for k in ("type", "ts", "text", "user", "bot_id")}}
@@ -201,6 +209,33 @@ class FakeSlack(Loopback):
             "has_more": more,
             "response_metadata": {"next_cursor": str(offset + limit) if more else ""},
         }
+
+    def _replies(self, call: Call) -> dict[str, Any]:
+        p = call.params
+        thread, oldest = str(p.get("ts") or ""), float(p.get("oldest") or 0)
+        limit = max(1, min(int(p.get("limit") or 100), 999))
+        offset = int(p.get("cursor") or 0)
+        with_metadata = str(p.get("include_all_metadata", "")).lower() in ("1", "true")
+        with self._cond:
+            channel = self.messages.get(str(p.get("channel")), [])
+            replies = [m for m in channel if (m["ts"] == thread or m.get("thread_ts") == thread)
+                       and (m["ts"] == thread or float(m["ts"]) >= oldest)]
+        if not replies:
+            return {"ok": False, "error": "thread_not_found"}
+        replies.sort(key=lambda m: float(m["ts"]))
+        page = replies[offset : offset + limit]
+        public = ("type", "ts", "thread_ts", "text", "user", "bot_id", "blocks") + (
+            ("metadata",) if with_metadata else ())
+        more = offset + limit < len(replies)
+        return {
+            "ok": True,
+            "messages": [{k: m[k] for k in public if m.get(k) is not None} for m in page],
+            "has_more": more,
+            "response_metadata": {"next_cursor": str(offset + limit) if more else ""},
+        }
+
+    def _ok(self, call: Call) -> dict[str, Any]:
+        return {"ok": True}
 
     # plumbing ---------------------------------------------------------------------------------------
 

@@ -22,7 +22,8 @@ from tests.fakes.slack_api import Call, FakeSlack
 
 APP_ID = "A0MLRESEARCH"
 INSTALLER = "U0INSTALLER"
-SCOPES = "commands,chat:write,channels:history,groups:history,channels:read,groups:read"
+SCOPES = ("commands,chat:write,app_mentions:read,im:history,assistant:write,channels:history,groups:history,"
+          "channels:read,groups:read")
 
 
 class SlackWorkspaces:
