@@ -10,6 +10,8 @@
 Slack's markup (`<@U…>` mentions, `<!here>`, `<#C…>`, links) is dropped (a link keeps its label), then
 - time phrases become date filters: "today", "yesterday", "this/last week|month|year", "the past N days",
   "in 2025", "since March", "in March 2025", "before 2024", "until 2025-06-30" (`since:`/`until:`);
+- a message starting with a settings subcommand ("subscribe", "follow", "status"...) gets a pointer to
+  `/mlresearch` (which knows who asks where); otherwise
 - the action: "summarize"/"summary"/"overview" summarize; "what's new"/"latest"/"newest" list the newest
   items (or, with a topic, search it); a question with no topic and no dates gets the help;
 - filler and question words ("what", "has", "Apple", "published", "papers", "about", ...) are dropped; a
@@ -35,6 +37,8 @@ from bot.blocks import escape
 from bot.search.query import MAX_QUERY_CHARS, MAX_TERMS
 
 ACTIONS = ("search", "summarize", "latest", "help")
+# /mlresearch subcommands that change or report settings: asked in a thread, they get a pointer to the command
+SLASH_ONLY = frozenset({"subscribe", "unsubscribe", "follow", "unfollow", "follows", "status"})
 MAX_TEXT = 4000  # characters of a message read at all (Slack allows 40,000)
 LATEST_MAX = 20
 
@@ -97,6 +101,7 @@ class Understood:
     count: int | None = None  # latest n
     cut: bool = False  # the question was longer than the search takes
     followup: bool = False  # combined with the thread's previous question
+    slash: str = ""  # a subcommand that only /mlresearch does (SLASH_ONLY): the help names it
 
     @property
     def topic(self) -> str:
@@ -172,7 +177,10 @@ def _span(since: date | None, until: date | None) -> str:
 def understand(text: str, previous: Understood | None = None, *, now: date) -> Understood:
     """What `text` asks for (see the module docstring); `previous` is the thread's previous question, `now`
     today's date (UTC) for the time phrases."""
-    plain = clean(text)
+    plain = re.sub(r"^/?mlresearch\b", "", clean(text), flags=re.I).strip()  # "/mlresearch search x" as typed
+    first = plain.split(" ", 1)[0].lower()
+    if first in SLASH_ONLY:  # "@mlresearch subscribe …": the slash command does that, where it knows who asks
+        return Understood("help", slash=first)
     long = len(plain) > MAX_TEXT
     if long:  # read up to the last whole word that fits
         plain = plain[: MAX_TEXT + 1].rsplit(" ", 1)[0]

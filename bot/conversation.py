@@ -165,6 +165,11 @@ def answer(
 
 def reply_for(understood: Understood, q: Question, services: Services) -> tuple[str, list[dict[str, Any]]]:
     """(text, blocks) answering `understood`: the command's reply headed by what was searched for."""
+    if understood.slash:
+        word = understood.slash
+        line = (f"`{word}` is a job for the slash command: type `/mlresearch {word} …` here "
+                "(`/mlresearch help` lists what it takes).")
+        return line, [views.section(line)]
     if understood.action == "help":
         return HELP, [views.section(HELP)]
     inv = Invocation(text=understood.command(), team_id=q.team_id, channel_id=q.channel_id, user_id=q.user_id)

@@ -100,6 +100,16 @@ def test_no_question_is_help(text: str) -> None:
     assert ask(text).command() == "help"
 
 
+@pytest.mark.parametrize(("text", "word"), [
+    ("subscribe speech", "subscribe"), ("/mlresearch status", "status"), ("Follow privacy", "follow"),
+])
+def test_settings_subcommands_are_left_to_the_slash_command(text: str, word: str) -> None:
+    said = ask(text)
+    assert said.action == "help" and said.slash == word
+    assert ask("how do I subscribe to speech papers?").slash == ""  # a question that mentions it is asked
+    assert ask("/mlresearch search diffusion").command() == "search diffusion"
+
+
 def test_a_follow_up_keeps_the_topic_and_its_dates() -> None:
     first = ask("what has Apple published on speech recognition this year?")
     said = ask("and on-device?", first)

@@ -210,6 +210,14 @@ def test_a_mention_with_no_question_gets_one_line_of_help(bot: Bot) -> None:
     assert reply["thread_ts"] == asked["ts"] and reply["text"] == HELP and "\n" not in HELP
 
 
+def test_a_settings_command_in_a_mention_points_to_the_slash_command(bot: Bot, store: Store) -> None:
+    bot.mention("subscribe speech")
+    bot.drain()
+    (reply,) = bot.answers("C0TALK")
+    assert "`/mlresearch subscribe …`" in reply["text"]
+    assert store.get_subscription(TEAM, "C0TALK") is None
+
+
 def test_a_flood_of_mentions_in_one_thread_is_answered_in_order(bot: Bot) -> None:
     first = bot.mention("speech recognition", channel="C0FLOOD")
     asked = [first] + [bot.mention(text, channel="C0FLOOD", thread_ts=first["ts"])
