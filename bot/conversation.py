@@ -120,6 +120,7 @@ def answer(
     store = services.store
     q = question
     where = f"team={q.team_id} channel={q.channel_id} ts={q.ts}"
+    metadata = {"event_type": EVENT_TYPE, "event_payload": {"message_ts": q.ts}}  # found by _posted_before
     if claimed not in ("claimed", "reclaimed"):
         return "skipped"
     if claimed == "reclaimed" and _posted_before(client, q):
@@ -138,15 +139,19 @@ def answer(
         if title is not None and previous is None:
             _quietly(title, cut(" ".join(q.text.split()) or "Question", 120))
         text, blocks = reply_for(understood, q, services)
-    except Exception:  # noqa: BLE001 - nothing was posted: a retry may answer it
-        store.release_question(q.team_id, q.channel_id, q.ts)
+    except Exception:  # noqa: BLE001 - one line for the person, the trace in the log
         log.exception("event=question_failed stage=reply %s", where)
+        try:
+            client.chat_postMessage(channel=q.channel_id, thread_ts=q.thread_ts, text=SORRY, parse="none",
+                                    metadata=metadata)
+            store.settle_question(q.team_id, q.channel_id, q.ts, state="failed")
+        except Exception as exc:  # noqa: BLE001 - Slack or the store is down too: a late retry may answer
+            log.warning("event=question_sorry_failed error=%s %s", type(exc).__name__, where)
         return "failed"
     try:
         posted = client.chat_postMessage(
             channel=q.channel_id, thread_ts=q.thread_ts, text=text, blocks=blocks, parse="none",
-            unfurl_links=False, unfurl_media=False,
-            metadata={"event_type": EVENT_TYPE, "event_payload": {"message_ts": q.ts}},
+            unfurl_links=False, unfurl_media=False, metadata=metadata,
         )
     except SlackApiError as exc:
         error = str(exc.response.get("error") or "unknown_error") if exc.response is not None else "unknown"

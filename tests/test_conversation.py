@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from slack_bolt.adapter.wsgi import SlackRequestHandler
 
-from bot.app import build_app, web_client
+from bot.app import build_app, make_services, web_client
 from bot.config import Settings
-from bot.conversation import EVENT_TYPE, HELP, Question, answer, claim
+from bot.conversation import EVENT_TYPE, HELP, SORRY, Question, answer, claim
 from bot.models import Item
 from bot.server import EVENTS_PATH, Router, create_http_server, run_until
 from bot.store import Store
@@ -317,8 +317,6 @@ def test_a_claim_left_by_a_dead_process_is_taken_over_once(store: Store) -> None
 def test_a_taken_over_claim_is_not_answered_again_when_its_answer_reached_slack(
     store: Store, slack_api: FakeSlack
 ) -> None:
-    from bot.app import make_services
-
     settings = Settings(slack_bot_token=TOKEN, slack_api_url=slack_api.url)
     client = web_client(settings)
     services = make_services(settings, store, client)
@@ -340,6 +338,23 @@ def test_a_taken_over_claim_is_not_answered_again_when_its_answer_reached_slack(
                                  stale_after=-1)
     assert answer(other, services, client, taken) == "answered"
     assert len(slack_api.posts("C0UNIT")) == 2
+
+
+def test_an_answer_that_cannot_be_built_is_one_line_for_the_person(
+    store: Store, slack_api: FakeSlack
+) -> None:
+    settings = Settings(slack_bot_token=TOKEN, slack_api_url=slack_api.url)
+    client = web_client(settings)
+
+    def broken_clock() -> datetime:
+        raise RuntimeError("no time")
+
+    q = question()
+    outcome = answer(q, make_services(settings, store, client), client, claim(q, store), now=broken_clock)
+    assert outcome == "failed"
+    (reply,) = slack_api.posts("C0UNIT")
+    assert reply["text"] == SORRY and reply["thread_ts"] == q.ts and "Traceback" not in reply["text"]
+    assert claim(q, store) == "answered"  # settled: not tried again
 
 
 def test_the_thread_remembers_the_last_question_answered_before_a_message(store: Store) -> None:

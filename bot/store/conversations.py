@@ -20,7 +20,7 @@ from bot.store.models import iso, utcnow
 STALE_AFTER = 120.0  # seconds: longer than any answer takes (a model's summary times out well before)
 KEEP_DAYS = 30  # questions older than this are forgotten (a follow-up in a month-old thread starts afresh)
 
-ANSWERED_EVENTS = (
+ANSWERED_EVENTS = (  # m013_answered_events' schema (both backends): never changed, a new migration alters it
     "CREATE TABLE answered_events (team_id TEXT NOT NULL, channel_id TEXT NOT NULL, "
     "message_ts TEXT NOT NULL, thread_ts TEXT NOT NULL, event_id TEXT, state TEXT NOT NULL, "
     "understood TEXT, reply_ts TEXT, claimed_at TEXT NOT NULL, updated_at TEXT NOT NULL, "
