@@ -53,7 +53,7 @@ CONTROLS = (
     "changed. Type it again as plain text."
 )
 
-__all__ = ["SHARE_ACTION_ID", "Invocation", "Reply", "Services", "handle", "is_slow", "shared"]
+__all__ = ["SHARE_ACTION_ID", "Invocation", "Reply", "Services", "converse", "handle", "is_slow", "shared"]
 
 
 @dataclass(frozen=True)
@@ -116,6 +116,12 @@ def handle(inv: Invocation, services: Services) -> Reply:
     return _answer(inv, services, shared_by=None)
 
 
+def converse(inv: Invocation, services: Services) -> Reply:
+    """The reply to a question asked in a thread (`inv.text` is the command `bot.ask` made of it): the same
+    handlers as `handle`, without the share button (the answer is posted visibly already). Never raises."""
+    return _answer(inv, services, shared_by=None, button=False)
+
+
 def shared(value: str, user_id: str, services: Services, team_id: str, channel_id: str) -> Reply:
     """The content of a shared reply (from its button's `value`), to post visibly: no share button, and a
     "shared by" line."""
@@ -134,7 +140,7 @@ def is_slow(inv: Invocation, services: Services) -> bool:
     return word == "summarize" and services.summarizer is not None and services.summarizer.abstractive
 
 
-def _answer(inv: Invocation, services: Services, shared_by: str | None) -> Reply:
+def _answer(inv: Invocation, services: Services, shared_by: str | None, button: bool = True) -> Reply:
     if not inv.team_id:  # nothing is read or written under team '': it could only mix up workspaces
         log.info("event=command_refused reason=no_workspace channel=%s", inv.channel_id[:20])
         return line(NO_WORKSPACE)
@@ -157,8 +163,8 @@ def _answer(inv: Invocation, services: Services, shared_by: str | None) -> Reply
     except Exception:  # noqa: BLE001 - a user never sees a trace
         log.exception("event=command_crashed name=%s", word[:20])
         return line("Something went wrong on my side; nothing was changed. Try again in a minute.")
-    if reply.share_value is None:
-        return reply
+    if reply.share_value is None or not button:
+        return Reply(reply.text, reply.blocks) if reply.share_value is not None else reply
     if shared_by is not None:
         blocks = [*reply.blocks, views.context(f"Shared by {views.user_ref(shared_by)}")]
         return Reply(reply.text, blocks, None)

@@ -22,8 +22,9 @@ DEFAULT_FEED_URL = "https://machinelearning.apple.com/rss.xml"
 DEFAULT_SLACK_API_URL = "https://slack.com/api/"
 DEFAULT_DATABASE_URL = "sqlite:///mlresearch.db"
 # The bot scopes of manifest.json (requested at a multi-workspace install unless SLACK_SCOPES says otherwise).
-DEFAULT_SLACK_SCOPES = ("commands", "chat:write", "channels:history", "groups:history", "channels:read",
-                        "groups:read", "im:write", "im:history", "users:read")
+DEFAULT_SLACK_SCOPES = ("commands", "chat:write", "app_mentions:read", "im:history", "im:write",
+                        "assistant:write", "channels:history", "groups:history", "channels:read",
+                        "groups:read", "users:read")
 
 DEFAULT_BURST_THRESHOLD = 5
 

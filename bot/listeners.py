@@ -9,6 +9,10 @@
   ephemerally (through `response_url`, else `chat.postEphemeral`); Remove (in the App Home) takes it off and
   publishes the Home again.
 - App Home: `app_home_opened` publishes `views.home_view` for the person who opened it.
+- Questions (`bot.conversation`): a mention (`app_mention`), a direct message (`message` with `channel_type`
+  `im`) or a message in the assistant pane (Bolt's `Assistant` middleware: `user_message`) is acked at once
+  and answered in its thread by a lazy listener; `thread_started` suggests prompts. Messages of bots (this
+  one included), edits and the like are acked and left alone.
 - Lifecycle: uninstall and token revocation forget the workspace (its installation, subscriptions and
   undelivered items); an archived or left channel is paused, a deleted one unsubscribed, so the bot never
   posts where it is no longer welcome.
@@ -26,11 +30,11 @@ import logging
 import time
 from typing import Any
 
-from slack_bolt import Ack, App, Respond
+from slack_bolt import Ack, App, Assistant, Respond
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from bot import blocks, commands, views
+from bot import blocks, commands, conversation, views
 from bot.commands import Invocation, Services
 from bot.errors import StoreError
 
@@ -40,6 +44,7 @@ COMMAND = "/mlresearch"
 SHARE_ACTION_ID = commands.SHARE_ACTION_ID
 WORKING = "Working on it… the answer will appear here in a moment."
 SORRY = "Sorry, something went wrong on our side; please try again in a minute."
+CLAIM = "mlresearch_question_claim"  # the request context's key for conversation.claim's outcome
 
 
 def register(app: App, services: Services) -> None:
@@ -64,11 +69,27 @@ def register(app: App, services: Services) -> None:
     for name in ("channel_left", "group_left"):
         app.event(name)(listeners.left)
     app.event("member_left_channel")(listeners.member_left)
+    assistant = Assistant(logger=logging.getLogger("slack_bolt"))
+    assistant.thread_started(lazy=[listeners.assistant_started])(_nothing)
+    assistant.thread_context_changed(_nothing)  # the pane's context (the channel in view) is not used
+    assistant.user_message(lazy=[listeners.assistant_message])(listeners.claim)
+    app.use(assistant)
+    app.event("app_mention")(ack=listeners.claim_and_ack, lazy=[listeners.answer])
+    app.event("message", matchers=[_is_direct_message])(ack=listeners.claim_and_ack, lazy=[listeners.answer])
+    app.event("message")(_ack)  # edits, deletions, this bot's own replies in a DM: nothing to do
     app.error(_on_error)
 
 
 def _ack(ack: Ack) -> None:
     ack()
+
+
+def _nothing() -> None:
+    """An Assistant listener's ack part (the middleware acks by itself)."""
+
+
+def _is_direct_message(event: dict[str, Any]) -> bool:
+    return event.get("channel_type") == "im"
 
 
 def _on_error(error: Exception, body: dict[str, Any]) -> None:
@@ -130,6 +151,47 @@ class _Listeners:
             answer = respond(response_type="ephemeral", text=reply.text, blocks=reply.blocks)
         outcome = "responded" if answer.status_code == 200 else f"respond_failed:{answer.status_code}"
         _log_command(inv, outcome, started)
+
+    # questions: mentions, direct messages, the assistant pane ----------------------------------------
+
+    def claim(self, body: dict[str, Any], context: dict[str, Any]) -> None:
+        """In the request, before the ack goes out: claim the question (the lazy answer reads the outcome
+        from the request's context, which its copy carries)."""
+        question = conversation.question_from_event(body, context.get("bot_user_id"))
+        if question is not None:
+            context[CLAIM] = conversation.claim(question, self.services.store.thread_view())
+
+    def claim_and_ack(self, ack: Ack, body: dict[str, Any], context: dict[str, Any]) -> None:
+        try:
+            self.claim(body, context)
+        finally:
+            ack()
+
+    def answer(self, body: dict[str, Any], client: WebClient, context: dict[str, Any]) -> None:
+        self._answer(body, client, context)
+
+    def assistant_message(self, body: dict[str, Any], client: WebClient, context: dict[str, Any],
+                          set_status: Any = None, set_title: Any = None) -> None:
+        self._answer(body, client, context, status=set_status, title=set_title)
+
+    def assistant_started(self, event: dict[str, Any], client: WebClient) -> None:
+        thread = event.get("assistant_thread") or {}
+        channel, thread_ts = str(thread.get("channel_id") or ""), str(thread.get("thread_ts") or "")
+        if not (channel and thread_ts):
+            return
+        try:
+            client.assistant_threads_setSuggestedPrompts(channel_id=channel, thread_ts=thread_ts,
+                                                         prompts=conversation.prompts(),
+                                                         title=conversation.PROMPTS_TITLE)
+        except SlackApiError as exc:
+            log.warning("event=suggested_prompts_failed error=%s", str(exc.response.get("error"))[:60])
+
+    def _answer(self, body: dict[str, Any], client: WebClient, context: dict[str, Any], **pane: Any) -> None:
+        question = conversation.question_from_event(body, context.get("bot_user_id"))
+        claimed = context.get(CLAIM)
+        if question is None or claimed is None:
+            return
+        conversation.answer(question, self.for_request(client), client, str(claimed), **pane)
 
     # the share button -------------------------------------------------------------------------------
 

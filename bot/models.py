@@ -170,6 +170,7 @@ class SearchHit:
 @dataclass(frozen=True)
 class SearchFilters:
     since: date | None = None
+    until: date | None = None  # the last day included
     kind: str | None = None
     authors: tuple[str, ...] = field(default=())
 

@@ -403,7 +403,11 @@ def test_manifest_matches_the_app() -> None:
     assert manifest["features"]["app_home"]["home_tab_enabled"] is True
     scopes = set(manifest["oauth_config"]["scopes"]["bot"])
     assert {"commands", "chat:write", "channels:history", "groups:history", "channels:read",
-            "groups:read"} <= scopes
+            "groups:read", "app_mentions:read", "im:history", "assistant:write"} <= scopes
     assert set(settings["event_subscriptions"]["bot_events"]) == {
         "app_home_opened", "app_uninstalled", "tokens_revoked", "channel_archived", "channel_deleted",
-        "group_archived", "group_deleted", "channel_left", "group_left", "member_left_channel"}
+        "group_archived", "group_deleted", "channel_left", "group_left", "member_left_channel",
+        "app_mention", "message.im", "assistant_thread_started", "assistant_thread_context_changed"}
+    assert manifest["features"]["app_home"]["messages_tab_enabled"] is True
+    assistant = manifest["features"]["assistant_view"]
+    assert assistant["assistant_description"] and assistant["suggested_prompts"]

@@ -277,6 +277,20 @@ def test_filters_are_part_of_the_query_not_a_cut_of_its_results(store):
     assert {h.item.id: h.score for h in filtered} == scores
 
 
+def test_until_keeps_items_up_to_and_including_its_day(store):
+    store.add_items([make(f"d{day}", f"Diffusion {day}", "diffusion", day=day) for day in (9, 10, 11)])
+    assert sorted(slugs(search(store, "diffusion until:2026-01-10"))) == ["d10", "d9"]
+    assert slugs(search(store, "diffusion since:2026-01-10 until:2026-01-10")) == ["d10"]
+    with pytest.raises(SearchError, match="until: needs a date"):
+        search(store, "diffusion until:tomorrow")
+
+
+def test_dates_alone_list_the_items_of_that_span_newest_first(store):
+    store.add_items([make(f"d{day}", f"Item {day}", "text", day=day) for day in (3, 5, 7, 9)])
+    assert slugs(search(store, "since:2026-01-04 until:2026-01-08")) == ["d7", "d5"]
+    assert slugs(search(store, "since:2026-01-05")) == ["d9", "d7", "d5"]
+
+
 def test_a_change_by_another_process_is_found_by_the_next_search(database_url):
     """The index is rebuilt when the database's change marker moved, whoever changed the items."""
     mine, other = open_store(database_url), open_store(database_url)

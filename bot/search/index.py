@@ -8,10 +8,10 @@ Ranking is BM25 over title (weighted TITLE_BOOST), summary and authors (AUTHORS_
 bot.search.analysis (English stemming); any loose word may match (OR), a quoted phrase matches as a phrase,
 the last word typed without a space after it also matches as a prefix. A word of MIN_FUZZY_CHARS or more
 letters that matches no indexed term is searched fuzzily (edit distance 1; 2 when its stem has
-LONG_WORD_CHARS letters) and `Found.searched_for` says what was searched for instead. since:, type: and
-author: are clauses of the tantivy query. Equal scores are ordered newest first, then by id, so both stores
-give the same order. Queries are built with tantivy.Query constructors only (never its query parser): any
-user string is safe.
+LONG_WORD_CHARS letters) and `Found.searched_for` says what was searched for instead. since:, until:,
+type: and author: are clauses of the tantivy query (dates or authors alone list their items, newest first).
+Equal scores are ordered newest first, then by id, so both stores give the same order. Queries are built with
+tantivy.Query constructors only (never its query parser): any user string is safe.
 
 Freshness: every search reads the store's change marker (a counter bumped by triggers on items, one tiny
 query); when it moved, the rows written since (each row is stamped with its last write's marker) are read and
@@ -27,7 +27,7 @@ import re
 import threading
 from collections import Counter
 from dataclasses import dataclass
-from datetime import UTC, datetime, time
+from datetime import UTC, datetime, time, timedelta
 from typing import Any
 
 import tantivy
@@ -201,7 +201,8 @@ class SearchIndex:
         text, searched_for = _text_query(snapshot, query)
         clauses = [] if text is None else [(tantivy.Occur.Must, text)]
         clauses += _filters(query)
-        if not clauses or (text is None and not query.filters.authors):
+        dated = query.filters.since or query.filters.until
+        if not clauses or (text is None and not query.filters.authors and not dated):
             return Found([], searched_for)
         return Found(_ranked(snapshot, _boolean(clauses), limit), searched_for)
 
@@ -346,10 +347,14 @@ def edits(a: str, b: str) -> int:
 def _filters(query: Query) -> list[tuple[tantivy.Occur, tantivy.Query]]:
     filters = query.filters
     clauses: list[tuple[tantivy.Occur, tantivy.Query]] = []
-    if filters.since:
-        start = datetime.combine(filters.since, time(), tzinfo=UTC)
-        since = tantivy.Query.range_query(SCHEMA, "published", tantivy.FieldType.Date, start, None)
-        clauses.append((tantivy.Occur.Must, since))
+    if filters.since or filters.until:
+        start = datetime.combine(filters.since, time(), tzinfo=UTC) if filters.since else None
+        # until: names the last day included: everything before the start of the day after it
+        after = filters.until + timedelta(days=1) if filters.until else None
+        end = datetime.combine(after, time(), tzinfo=UTC) if after else None
+        span = tantivy.Query.range_query(SCHEMA, "published", tantivy.FieldType.Date, start, end,
+                                         include_upper=end is None)
+        clauses.append((tantivy.Occur.Must, span))
     if filters.kind:
         clauses.append((tantivy.Occur.Must, tantivy.Query.term_query(SCHEMA, "kind", filters.kind)))
     for name in filters.authors:

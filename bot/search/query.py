@@ -1,6 +1,8 @@
 """Turning any user string into a safe, ranked query over the archive.
 
     parse_query("captioning since:2026-01-01 type:paper") -> Query(terms=["captioning"], filters=...)
+    parse_query("captioning until:2025-12-31")  -> items published on or before that day
+    parse_query("since:2026-01-01")             -> no words: the items in that span, newest first
     parse_query('"image captioning" diffusion') -> Query(terms=["image", "captioning", "diffusion"],
                                                          phrases=[("image", "captioning")])
     search(index, "captioning", limit=5) -> Found(hits=[SearchHit, ...], searched_for=None)
@@ -32,7 +34,7 @@ MAX_LIMIT = 100
 MIN_PREFIX_CHARS = 3
 
 _WORD = re.compile(r"\w+", re.UNICODE)
-_FILTER = re.compile(r"(?<!\S)(since|type):(\S*)", re.IGNORECASE)
+_FILTER = re.compile(r"(?<!\S)(since|until|type):(\S*)", re.IGNORECASE)
 # author:"First Last", author:“First Last” (Slack's smart quotes) or author:Name; matches authors only.
 _PHRASE = re.compile(r"\"([^\"]*)\"|“([^”]*)”")
 _AUTHOR = re.compile(r"(?<!\S)authors?:(?:\"([^\"]*)\"?|“([^”]*)”?|(\S*))", re.IGNORECASE)
@@ -57,14 +59,15 @@ class Query:
 def parse_query(text: str) -> Query:
     if len(text) > MAX_QUERY_CHARS:
         raise SearchError(f"That search is {len(text)} characters long; keep it under {MAX_QUERY_CHARS}.")
-    since: date | None = None
+    dates: dict[str, date] = {}
     kind: str | None = None
     for name, value in _FILTER.findall(text):
-        if name.lower() == "since":
+        name = name.lower()
+        if name in ("since", "until"):
             try:
-                since = date.fromisoformat(value)
+                dates[name] = date.fromisoformat(value)
             except ValueError:
-                raise SearchError(f"since: needs a date as YYYY-MM-DD, got {value[:20]!r}.") from None
+                raise SearchError(f"{name}: needs a date as YYYY-MM-DD, got {value[:20]!r}.") from None
         else:
             kind = KIND_ALIASES.get(value.lower())
             if kind is None:
@@ -78,13 +81,14 @@ def parse_query(text: str) -> Query:
         quoted = tuple(w.lower() for w in _WORD.findall("".join(groups)) if w != "_")
         if len(quoted) > 1 and all(w in unique for w in quoted) and quoted not in phrases:
             phrases.append(quoted)
-    if not unique and not authors:
+    since, until = dates.get("since"), dates.get("until")
+    if not unique and not authors and not (since or until):
         raise SearchError("Type some words to search for, for example: search image captioning")
     if not unique:
-        return Query((), False, SearchFilters(since=since, kind=kind, authors=authors))
+        return Query((), False, SearchFilters(since=since, until=until, kind=kind, authors=authors))
     # A prefix match on the last word (as typed, not followed by a space), once it is long enough to mean it.
     prefix_last = bool(rest) and bool(_WORD.search(rest[-1])) and len(words[-1]) >= MIN_PREFIX_CHARS
-    filters = SearchFilters(since=since, kind=kind, authors=authors)
+    filters = SearchFilters(since=since, until=until, kind=kind, authors=authors)
     return Query(tuple(unique), prefix_last, filters, tuple(phrases[:MAX_TERMS]))
 
 

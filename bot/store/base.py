@@ -37,6 +37,7 @@ MIGRATIONS = (
     "m010_bursts",
     "m011_digests",
     "m012_follows_saved",
+    "m013_answered_events",
 )
 # A merge_index that adds or enriches this many items is followed by _after_bulk_merge.
 BULK_MERGE = 200

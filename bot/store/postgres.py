@@ -33,6 +33,7 @@ from psycopg.conninfo import conninfo_to_dict
 from bot.errors import LockTimeout, StoreError
 from bot.store.base import one_line
 from bot.store.conn import Conn
+from bot.store.conversations import ANSWERED_EVENTS
 from bot.store.digests import DIGEST_SCHEMA
 from bot.store.feed_state import copy_global_baseline
 from bot.store.ledger import BATCHES_DDL
@@ -204,6 +205,13 @@ def m012_follows_saved(db: Conn) -> None:
         db.execute(sql)
 
 
+def m013_answered_events(db: Conn) -> None:
+    """Questions asked in Slack (issue 13): one row per message answered, claimed before the answer
+    (bot.store.conversations), with the question as understood for the thread's follow-ups."""
+    for sql in ANSWERED_EVENTS:
+        db.execute(sql)
+
+
 PG_MIGRATIONS = (
     m001_items,
     m002_delivery,
@@ -217,6 +225,7 @@ PG_MIGRATIONS = (
     m010_bursts,
     m011_digests,
     m012_follows_saved,
+    m013_answered_events,
 )
 
 

@@ -21,6 +21,7 @@ from urllib.parse import quote
 from bot.errors import LockTimeout, StoreError
 from bot.store.base import MIGRATIONS
 from bot.store.conn import Conn
+from bot.store.conversations import ANSWERED_EVENTS
 from bot.store.digests import DIGEST_SCHEMA
 from bot.store.feed_state import copy_global_baseline
 from bot.store.ledger import BATCHES_DDL
@@ -236,6 +237,13 @@ def m012_follows_saved(db: Database) -> None:
         db.execute(sql)
 
 
+def m013_answered_events(db: Database) -> None:
+    """Questions asked in Slack (issue 13): one row per message answered, claimed before the answer
+    (bot.store.conversations), with the question as understood for the thread's follow-ups."""
+    for sql in ANSWERED_EVENTS:
+        db.execute(sql)
+
+
 # --- the store -----------------------------------------------------------------------------------------
 
 
@@ -247,7 +255,7 @@ def migration_set() -> Migrations:
     migrations = Migrations(MIGRATION_SET)
     steps = (m001_items, m002_delivery, m003_authors_fts, m004_fts_prefix_index, m005_installations,
              m006_search_generation, m007_one_search_engine, m008_feed_baseline, m009_item_changes,
-             m010_bursts, m011_digests, m012_follows_saved)
+             m010_bursts, m011_digests, m012_follows_saved, m013_answered_events)
     for step in steps:
         migrations()(step)
     return migrations

@@ -11,6 +11,8 @@
     follows.FollowsMixin             people's follows and reading lists (saved items)
     installations.InstallationsMixin installations and OAuth state (multi-workspace mode)
     digests.DigestsMixin             digest schedules, the items waiting for a digest, the digest ledger
+    conversations.ConversationsMixin questions asked in Slack: claimed before answering, understood for
+                                     the thread's follow-ups
 
 A new feature touches the part it concerns; every part speaks SQL both backends share (`?` placeholders,
 `ON CONFLICT`, `IS DISTINCT FROM`). A backend (`SQLiteStore`, `PostgresStore`) subclasses `Store`.
@@ -19,6 +21,7 @@ A new feature touches the part it concerns; every part speaks SQL both backends 
 from __future__ import annotations
 
 from bot.store.archive import ArchiveMixin
+from bot.store.conversations import ConversationsMixin
 from bot.store.digests import DigestsMixin
 from bot.store.feed_state import FeedStateMixin
 from bot.store.follows import FollowsMixin
@@ -28,7 +31,7 @@ from bot.store.subscriptions import SubscriptionsMixin
 
 
 class Store(ArchiveMixin, FeedStateMixin, SubscriptionsMixin, LedgerMixin, InstallationsMixin, DigestsMixin,
-            FollowsMixin):
+            FollowsMixin, ConversationsMixin):
     """The store's interface (see the module docstring); build one with `bot.store.open_store(url)`."""
 
     @classmethod

@@ -12,7 +12,8 @@ newest first, `oldest`/`latest`/`limit`/`cursor`, metadata only with include_all
 conversations.replies (a thread: its parent, then its replies oldest first, the same paging and metadata),
 conversations.open (a person's DM: `dm_channel(user)`), views.publish (answered ok; the view is in the call),
 users.info (the people in `slack.users`, user id -> profile fields such as `tz`; anyone else is
-`user_not_found`). Add more with
+`user_not_found`), assistant.threads.setStatus / setSuggestedPrompts / setTitle (recorded in
+`calls`, answered ok). Add more with
 `slack.handlers["views.publish"] = fn` (fn(call) -> the JSON answer); every request, handled or not, is in
 `slack.calls`. Faults are scripted per method and channel: an HTTP status (429 with Retry-After, 500...),
 an `{"ok": false, "error": ...}` answer, a delay, or a dropped connection. `latency` delays every answer after
@@ -104,6 +105,9 @@ class FakeSlack(Loopback):
             "views.publish": self._publish,
             "users.info": self._users_info,
             "conversations.replies": self._replies,
+            "assistant.threads.setStatus": self._ok,
+            "assistant.threads.setSuggestedPrompts": self._ok,
+            "assistant.threads.setTitle": self._ok,
         }
         self._cond = threading.Condition()
         self._last_ts = 0.0
@@ -257,6 +261,9 @@ class FakeSlack(Loopback):
             return {"ok": False, "error": "thread_not_found"}
         replies.sort(key=lambda m: float(m["ts"]))
         return _page([*parent, *replies], offset, limit, with_metadata)
+
+    def _ok(self, call: Call) -> dict[str, Any]:
+        return {"ok": True}
 
     # plumbing ---------------------------------------------------------------------------------------
 

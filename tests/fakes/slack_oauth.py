@@ -22,8 +22,8 @@ from tests.fakes.slack_api import Call, FakeSlack
 
 APP_ID = "A0MLRESEARCH"
 INSTALLER = "U0INSTALLER"
-SCOPES = ("commands,chat:write,channels:history,groups:history,channels:read,groups:read,im:write,im:history,"
-          "users:read")
+SCOPES = ("commands,chat:write,app_mentions:read,im:history,im:write,assistant:write,channels:history,"
+          "groups:history,channels:read,groups:read,users:read")
 
 
 class SlackWorkspaces:

@@ -74,11 +74,12 @@ def block_action_body(action_id: str, value: str, *, channel: str = "C0GENERAL",
     return urlencode({"payload": json.dumps(payload)}).encode()
 
 
-def event_body(event: dict[str, Any], *, team: str = TEAM) -> bytes:
-    """An Events API `event_callback` envelope (JSON)."""
+def event_body(event: dict[str, Any], *, team: str = TEAM, event_id: str | None = None) -> bytes:
+    """An Events API `event_callback` envelope (JSON); a retry carries the same `event_id`."""
     return json.dumps({
         "token": "verification-token-unused", "team_id": team, "api_app_id": APP_ID, "event": event,
-        "type": "event_callback", "event_id": f"Ev{time.monotonic_ns()}", "event_time": int(time.time()),
+        "type": "event_callback", "event_id": event_id or f"Ev{time.monotonic_ns()}",
+        "event_time": int(time.time()),
         "authorizations": [{"team_id": team, "user_id": "UFAKEBOT", "is_bot": True}],
     }).encode()
 

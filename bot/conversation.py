@@ -1,0 +1,228 @@
+"""Answering a question asked in Slack (a mention, a direct message, the assistant pane) in its thread.
+
+    question = question_from_event(body, bot_user_id)  # None: nothing to answer (a bot's message, an edit)
+    claimed = claim(question, store)                   # in the ack: Slack's retries find the claim
+    answer(question, services, client, claimed)        # later (a lazy listener): in its thread, once
+
+The answer goes through the store before Slack (`claim`, in the request that acks the event, so the claims of
+one thread are in the order Slack sent them): Slack's retries of the event
+(`X-Slack-Retry-Num`, same event id and message) and a second process find the claim and stay silent. A claim
+left by a process that died is taken over after `STALE_AFTER` seconds, and then the thread is read first
+(`conversations.replies`, the answer's metadata names the question's ts) so an answer that reached Slack is
+not posted again. Questions in one thread are answered in order: an answer waits (up to ORDER_WAIT seconds)
+while an earlier question of the thread is still being answered, and a follow-up builds on the question
+before it as understood then (kept in the store with the claim: no history scope or extra call needed, and it
+is the understood query, not a re-reading of old text).
+
+The reply is what `/mlresearch` would answer (`commands.converse`: the same handlers), headed by what was
+searched for so a person can correct it, posted with `parse: none`, no unfurls, every text escaped and cut.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from slack_sdk.errors import SlackApiError
+
+from bot import commands, views
+from bot.ask import Understood, understand
+from bot.blocks import cut
+from bot.commands import Invocation, Services
+from bot.store import Store
+from bot.store.conversations import Claim
+
+log = logging.getLogger("bot.conversation")
+
+EVENT_TYPE = "mlresearch_answer"
+ORDER_WAIT = 30.0  # seconds an answer waits for the thread's earlier questions
+MAX_BLOCKS = 50
+TEXT_LIMIT = 3000
+HELP = (
+    "Ask me about Apple's machine learning research in plain words, e.g. “what's new in speech recognition "
+    "this year?”, “summarize diffusion models” or “latest 5”; reply in the thread to follow up (“and "
+    "on-device?”). Everything else: `/mlresearch help`."
+)
+PROMPTS = (
+    ("What's new?", "What's new in Apple's machine learning research?"),
+    ("Speech this year", "What has Apple published on speech recognition this year?"),
+    ("Summarize a topic", "Summarize Apple's research on diffusion models"),
+    ("Privacy", "Any papers on differential privacy since last year?"),
+)
+PROMPTS_TITLE = "Ask about Apple's machine learning research"
+WORKING = "is searching the archive…"
+SORRY = "Sorry, I couldn't answer that just now; please ask again in a minute."
+
+
+@dataclass(frozen=True)
+class Question:
+    """A message to answer, and where: `thread_ts` is its thread, or the message itself."""
+
+    team_id: str
+    channel_id: str
+    user_id: str
+    text: str
+    ts: str
+    thread_ts: str
+    event_id: str
+
+
+def question_from_event(body: dict[str, Any], bot_user_id: str | None = None) -> Question | None:
+    """The question in an `app_mention` or `message` event, or None when there is none to answer: a message
+    from a bot (this one or another), an edit, a deletion or any other subtype, or one without a workspace,
+    channel or timestamp."""
+    event = body.get("event")
+    if not isinstance(event, dict):
+        return None
+    if event.get("bot_id") or event.get("bot_profile") or event.get("subtype") not in (None, "file_share"):
+        return None
+    user = str(event.get("user") or "")
+    if not user or (bot_user_id and user == bot_user_id):
+        return None
+    team = str(body.get("team_id") or event.get("team") or "")
+    channel, ts = str(event.get("channel") or ""), str(event.get("ts") or "")
+    if not (team and channel and ts):
+        return None
+    text = event.get("text")
+    return Question(team, channel, user, text if isinstance(text, str) else "", ts,
+                    str(event.get("thread_ts") or ts), str(body.get("event_id") or "")[:100])
+
+
+def claim(question: Question, store: Store) -> Claim:
+    """Claim the answer to `question` (see `Store.claim_question`); only "claimed" and "reclaimed" answer."""
+    q = question
+    claimed = store.claim_question(q.team_id, q.channel_id, q.ts, q.thread_ts, q.event_id)
+    if claimed in ("answered", "busy"):
+        reason = "duplicate" if claimed == "answered" else "busy"
+        log.info("event=question_skipped reason=%s team=%s channel=%s ts=%s", reason, q.team_id, q.channel_id,
+                 q.ts)
+    return claimed
+
+
+def answer(
+    question: Question,
+    services: Services,
+    client: Any,
+    claimed: str,
+    *,
+    now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    status: Callable[[str], Any] | None = None,
+    title: Callable[[str], Any] | None = None,
+    order_wait: float = ORDER_WAIT,
+) -> str:
+    """Answer `question` in its thread if `claimed` (what `claim` said) lets it; returns what happened (for
+    the log and tests): "answered", "skipped", "already_posted", "failed". `status` and `title` are the
+    assistant pane's (shown while working, and the thread's title from its first question)."""
+    store = services.store
+    q = question
+    where = f"team={q.team_id} channel={q.channel_id} ts={q.ts}"
+    metadata = {"event_type": EVENT_TYPE, "event_payload": {"message_ts": q.ts}}  # found by _posted_before
+    if claimed not in ("claimed", "reclaimed"):
+        return "skipped"
+    if claimed == "reclaimed" and _posted_before(client, q):
+        store.settle_question(q.team_id, q.channel_id, q.ts, state="answered")
+        log.info("event=question_skipped reason=already_posted %s", where)
+        return "already_posted"
+    try:
+        _wait_for_earlier(services, q, order_wait)
+        previous = None
+        if q.thread_ts != q.ts:
+            stored = store.previous_question(q.team_id, q.channel_id, q.thread_ts, q.ts)
+            previous = Understood.from_json(stored)
+        understood = understand(q.text, previous, now=now().date())
+        if status is not None:
+            _quietly(status, WORKING)
+        if title is not None and previous is None:
+            _quietly(title, cut(" ".join(q.text.split()) or "Question", 120))
+        text, blocks = reply_for(understood, q, services)
+    except Exception:  # noqa: BLE001 - one line for the person, the trace in the log
+        log.exception("event=question_failed stage=reply %s", where)
+        try:
+            client.chat_postMessage(channel=q.channel_id, thread_ts=q.thread_ts, text=SORRY, parse="none",
+                                    metadata=metadata)
+            store.settle_question(q.team_id, q.channel_id, q.ts, state="failed")
+        except Exception as exc:  # noqa: BLE001 - Slack or the store is down too: a late retry may answer
+            log.warning("event=question_sorry_failed error=%s %s", type(exc).__name__, where)
+        return "failed"
+    try:
+        posted = client.chat_postMessage(
+            channel=q.channel_id, thread_ts=q.thread_ts, text=text, blocks=blocks, parse="none",
+            unfurl_links=False, unfurl_media=False, metadata=metadata,
+        )
+    except SlackApiError as exc:
+        error = str(exc.response.get("error") or "unknown_error") if exc.response is not None else "unknown"
+        store.settle_question(q.team_id, q.channel_id, q.ts, state="failed", understood=understood.as_json())
+        log.warning("event=question_failed stage=post error=%s %s", error[:60], where)
+        return "failed"
+    except Exception as exc:  # noqa: BLE001 - the outcome is unknown: the claim stays, a late retry checks
+        log.warning("event=question_failed stage=post error=%s %s", type(exc).__name__, where)
+        return "failed"
+    store.settle_question(q.team_id, q.channel_id, q.ts, state="answered", understood=understood.as_json(),
+                          reply_ts=str(posted.get("ts") or "") or None)
+    log.info("event=question_answered action=%s followup=%s %s", understood.action, understood.followup,
+             where)
+    return "answered"
+
+
+def reply_for(understood: Understood, q: Question, services: Services) -> tuple[str, list[dict[str, Any]]]:
+    """(text, blocks) answering `understood`: the command's reply headed by what was searched for."""
+    if understood.slash:
+        word = understood.slash
+        line = (f"`{word}` is a job for the slash command: type `/mlresearch {word} …` here "
+                "(`/mlresearch help` lists what it takes).")
+        return line, [views.section(line)]
+    if understood.action == "help":
+        return HELP, [views.section(HELP)]
+    inv = Invocation(text=understood.command(), team_id=q.team_id, channel_id=q.channel_id, user_id=q.user_id)
+    reply = commands.converse(inv, services)
+    said = understood.describe()
+    hint = " Reply in this thread to narrow it down (“and on-device?”) or change it (“what about vision?”)."
+    blocks = [views.context(said + hint), *reply.blocks][:MAX_BLOCKS]
+    return cut(f"{said} {reply.text}", TEXT_LIMIT), blocks
+
+
+def prompts() -> list[dict[str, str]]:
+    """The assistant pane's suggested prompts."""
+    return [{"title": title, "message": message} for title, message in PROMPTS]
+
+
+def _wait_for_earlier(services: Services, q: Question, limit: float) -> None:
+    deadline = time.monotonic() + limit
+    while services.store.questions_before(q.team_id, q.channel_id, q.thread_ts, q.ts):
+        if time.monotonic() >= deadline:
+            log.warning("event=question_order_wait_expired team=%s channel=%s ts=%s", q.team_id, q.channel_id,
+                        q.ts)
+            return
+        time.sleep(0.05)
+
+
+def _posted_before(client: Any, q: Question) -> bool:
+    """Whether the thread already holds this question's answer (found by its metadata)."""
+    cursor = None
+    for _ in range(10):
+        try:
+            page = client.conversations_replies(channel=q.channel_id, ts=q.thread_ts, oldest=q.ts, limit=200,
+                                                include_all_metadata=True, cursor=cursor)
+        except SlackApiError:
+            return False
+        for message in page.get("messages") or []:
+            meta = message.get("metadata") or {}
+            payload = meta.get("event_payload") or {}
+            if meta.get("event_type") == EVENT_TYPE and payload.get("message_ts") == q.ts:
+                return True
+        cursor = (page.get("response_metadata") or {}).get("next_cursor")
+        if not cursor:
+            return False
+    return False
+
+
+def _quietly(call: Callable[[str], Any], value: str) -> None:
+    """A cosmetic call (status, title): a failure is logged, never in the way of the answer."""
+    try:
+        call(value)
+    except Exception as exc:  # noqa: BLE001
+        log.warning("event=assistant_call_failed error=%s", type(exc).__name__)

@@ -1,0 +1,165 @@
+"""bot.ask.understand: plain questions to an action, a topic and date filters, with a fixed "now"."""
+
+from __future__ import annotations
+
+from datetime import date
+
+import pytest
+
+from bot.ask import MAX_TEXT, Understood, understand
+from bot.search.query import MAX_QUERY_CHARS, parse_query
+
+NOW = date(2026, 12, 3)  # a Thursday
+
+
+def ask(text: str, previous: Understood | None = None) -> Understood:
+    return understand(text, previous, now=NOW)
+
+
+def test_mention_markup_filler_and_question_words_are_dropped() -> None:
+    said = ask("<@U0BOT> what has Apple published on speech recognition?")
+    assert said.action == "search"
+    assert said.words == ("speech", "recognition")
+    assert said.command() == "search speech recognition"
+
+
+def test_links_keep_their_label_and_broadcasts_are_dropped() -> None:
+    said = ask("<!here> <@U0BOT|bot> anything on <https://example.com/x|federated learning> <#C1|general>")
+    assert said.words == ("federated", "learning")
+
+
+@pytest.mark.parametrize(("phrase", "since", "until"), [
+    ("this year", date(2026, 1, 1), None),
+    ("last year", date(2025, 1, 1), date(2025, 12, 31)),
+    ("this month", date(2026, 12, 1), None),
+    ("last month", date(2026, 11, 1), date(2026, 11, 30)),
+    ("this week", date(2026, 11, 30), None),
+    ("last week", date(2026, 11, 23), date(2026, 11, 29)),
+    ("in the past week", date(2026, 11, 26), None),
+    ("in the last 3 months", date(2026, 9, 3), None),
+    ("the past two days", date(2026, 12, 2), None),
+    ("today", date(2026, 12, 3), None),
+    ("yesterday", date(2026, 12, 2), date(2026, 12, 2)),
+    ("since March", date(2026, 3, 1), None),
+    ("since December", date(2026, 12, 1), None),
+    ("in March", date(2026, 3, 1), date(2026, 3, 31)),
+    ("in March 2025", date(2025, 3, 1), date(2025, 3, 31)),
+    ("since March 2024", date(2024, 3, 1), None),
+    ("in 2025", date(2025, 1, 1), date(2025, 12, 31)),
+    ("since 2024", date(2024, 1, 1), None),
+    ("since last year", date(2025, 1, 1), None),
+    ("before 2024", None, date(2023, 12, 31)),
+    ("until 2025-06-30", None, date(2025, 6, 30)),
+    ("after 2025", date(2026, 1, 1), None),
+])
+def test_each_time_phrase_becomes_its_date_filter(
+    phrase: str, since: date | None, until: date | None
+) -> None:
+    said = ask(f"what has Apple published on privacy {phrase}?")
+    assert (said.since, said.until) == (since, until)
+    assert said.words == ("privacy",)
+    assert said.when == phrase
+    query = parse_query(said.query)  # the search language reads what understand wrote
+    assert (query.filters.since, query.filters.until) == (since, until)
+
+
+@pytest.mark.parametrize("text", ["papers from ICML 2025", "what may come of diffusion", "2025 roadmap"])
+def test_a_bare_year_or_month_name_is_a_word_not_a_filter(text: str) -> None:
+    said = ask(text)
+    assert said.since is None and said.until is None
+
+
+def test_the_answer_says_what_it_searched_for() -> None:
+    said = ask("what has Apple published on speech recognition this year?")
+    assert said.describe() == "Searched for “speech recognition” published since 2026-01-01 (“this year”)."
+    # Slack sends "<" and ">" typed by a person as entities; the echo escapes them again
+    echoed = ask("<@U0BOT> anything about &lt;script&gt; tags").describe()
+    assert echoed == "Searched for “&lt;script&gt; tags”."
+
+
+@pytest.mark.parametrize(("text", "command"), [
+    ("summarize diffusion models", "summarize diffusion models"),
+    ("can you give me a summary of federated learning?", "summarize federated learning"),
+    ("what's new?", "latest"),
+    ("What is new", "latest"),
+    ("latest 3", "latest 3"),
+    ("the 50 newest papers", "latest 20"),
+    ("what's new in speech recognition", "search speech recognition"),
+    ("what's new this month", "search since:2026-12-01"),
+    ("search image captioning", "search image captioning"),
+    ('"image captioning" type:paper', 'search type:paper "image captioning"'),
+    ("how does on-device training work", 'search "on-device" training'),
+])
+def test_the_words_pick_the_action(text: str, command: str) -> None:
+    assert ask(text).command() == command
+
+
+@pytest.mark.parametrize("text", ["", "<@U0BOT>", "  <@U0BOT>  ?", "hi", "hello there!", "help", "summarize"])
+def test_no_question_is_help(text: str) -> None:
+    assert ask(text).action == "help"
+    assert ask(text).command() == "help"
+
+
+@pytest.mark.parametrize(("text", "word"), [
+    ("subscribe speech", "subscribe"), ("/mlresearch status", "status"), ("Follow privacy", "follow"),
+])
+def test_settings_subcommands_are_left_to_the_slash_command(text: str, word: str) -> None:
+    said = ask(text)
+    assert said.action == "help" and said.slash == word
+    assert ask("how do I subscribe to speech papers?").slash == ""  # a question that mentions it is asked
+    assert ask("/mlresearch search diffusion").command() == "search diffusion"
+
+
+def test_a_follow_up_keeps_the_topic_and_its_dates() -> None:
+    first = ask("what has Apple published on speech recognition this year?")
+    said = ask("and on-device?", first)
+    assert said.followup
+    assert said.command() == 'search speech recognition "on-device" since:2026-01-01'
+    assert "keeping this thread's topic" in said.describe()
+
+
+def test_a_follow_up_can_change_the_dates_the_topic_or_the_action() -> None:
+    first = ask("speech recognition this year")
+    last_year = "search speech recognition since:2025-01-01 until:2025-12-31"
+    assert ask("and last year?", first).command() == last_year
+    assert ask("what about vision?", first).command() == "search vision since:2026-01-01"
+    assert ask("summarize that", first).command() == "summarize speech recognition since:2026-01-01"
+    assert ask("and?", first).command() == "search speech recognition since:2026-01-01"
+
+
+def test_a_new_question_in_the_thread_starts_afresh() -> None:
+    first = ask("speech recognition this year")
+    said = ask("how do diffusion models work?", first)
+    assert said.command() == "search diffusion models" and not said.followup
+
+
+def test_a_long_question_is_cut_to_what_search_takes_and_says_so() -> None:
+    long = " ".join(f"topic{i}" for i in range(200)) + " this year"
+    said = ask(long)
+    assert said.cut and said.action == "search"
+    assert len(said.query) <= MAX_QUERY_CHARS
+    assert said.words[0] == "topic0" and said.since == date(2026, 1, 1)
+    parse_query(said.query)  # accepted by the search
+    assert "your question was long" in said.describe()
+    one_word = ask("x" * 10_000)
+    assert one_word.cut and len(one_word.query) <= MAX_QUERY_CHARS
+    parse_query(one_word.query)
+
+
+def test_a_follow_up_that_overflows_keeps_the_new_words() -> None:
+    first = ask(" ".join(f"old{i}" for i in range(15)))
+    said = ask("and newer words", first)
+    assert said.words[-2:] == ("newer", "words") and said.cut
+
+
+def test_control_characters_and_huge_messages_are_read_safely() -> None:
+    said = ask("privacy\x1b[31m \u202edifferential\x00" + " padding" * MAX_TEXT)
+    assert said.words[:2] == ("privacy", "[31m") or said.words[0] == "privacy"
+    assert all("\x1b" not in w and "\u202e" not in w for w in said.words)
+
+
+def test_the_stored_form_reads_back() -> None:
+    first = ask("summarize speech recognition in 2025")
+    again = Understood.from_json(first.as_json())
+    assert again is not None and again.command() == first.command()
+    assert Understood.from_json("not json") is None and Understood.from_json('{"action": "drop"}') is None
