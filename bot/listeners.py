@@ -37,6 +37,7 @@ from slack_sdk.errors import SlackApiError
 from bot import blocks, commands, conversation, views
 from bot.commands import Invocation, Services
 from bot.errors import StoreError
+from bot.slackweb import TRANSPORT_ERRORS
 
 log = logging.getLogger("bot.listeners")
 
@@ -44,6 +45,7 @@ COMMAND = "/mlresearch"
 SHARE_ACTION_ID = commands.SHARE_ACTION_ID
 WORKING = "Working on it… the answer will appear here in a moment."
 SORRY = "Sorry, something went wrong on our side; please try again in a minute."
+HOME_CHANNEL_PAGES = 5  # of 200 channels: whom the App Home lists subscriptions to
 CLAIM = "mlresearch_question_claim"  # the request context's key for conversation.claim's outcome
 
 
@@ -285,7 +287,8 @@ class _Listeners:
     def _publish_home(self, client: WebClient, team_id: str, user_id: str) -> None:
         if not user_id:
             return
-        view = views.home_view(self.services.store.thread_view(), team_id, user_id)
+        visible = _channels_of(client, user_id)
+        view = views.home_view(self.services.store.thread_view(), team_id, user_id, visible)
         client.views_publish(user_id=user_id, view=view)
         log.info("event=home_published team=%s user=%s blocks=%d", team_id, user_id, len(view["blocks"]))
 
@@ -328,6 +331,31 @@ class _Listeners:
         if team_id and channel_id and store.get_subscription(team_id, channel_id) is not None:
             store.pause_subscription(team_id, channel_id, reason)
             log.info("event=paused team=%s channel=%s reason=%r", team_id, channel_id, reason)
+
+
+def _channels_of(client: WebClient, user_id: str) -> set[str]:
+    """The channels `user_id` is in (users.conversations, which a bot token answers for the channels the bot
+    is in too: every subscribed one), whose subscriptions the person's App Home lists. When Slack cannot say,
+    none: the Home then only counts the workspace's subscriptions (it never shows a channel to someone who
+    may not see it)."""
+    found: set[str] = set()
+    cursor = None
+    try:
+        for _ in range(HOME_CHANNEL_PAGES):
+            page = client.users_conversations(user=user_id, types="public_channel,private_channel",
+                                              exclude_archived=True, limit=200, cursor=cursor)
+            found |= {str(c.get("id")) for c in page.get("channels") or [] if c.get("id")}
+            cursor = (page.get("response_metadata") or {}).get("next_cursor")
+            if not cursor:
+                break
+    except SlackApiError as exc:
+        log.warning("event=home_channels_unknown user=%s error=%s", user_id[:20],
+                    _one_line(exc.response.get("error") if exc.response is not None else exc))
+        return set()
+    except TRANSPORT_ERRORS as exc:
+        log.warning("event=home_channels_unknown user=%s error=%s", user_id[:20], type(exc).__name__)
+        return set()
+    return found
 
 
 def _team(body: dict[str, Any]) -> str:

@@ -9,7 +9,7 @@ repeat that, on every reply). Feed text, model text and user input are escaped (
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -351,12 +351,17 @@ def saved_reply(outcome: str, item: Item | None) -> str:
 # --- App Home --------------------------------------------------------------------------------------------
 
 
-def home_view(store: Any, team_id: str, user_id: str = "") -> dict[str, Any]:
+def home_view(
+    store: Any, team_id: str, user_id: str = "", visible: Collection[str] | None = None
+) -> dict[str, Any]:
     """The App Home tab for one person: their reading list (saved items, each with Remove) and follows, the
     latest items, this workspace's subscribed channels, feed health, how to use. At most HOME_BLOCKS blocks:
-    the reading list shows the most recently saved items that fit, and says how many are left out."""
+    the reading list shows the most recently saved items that fit, and says how many are left out.
+    `visible`: the channels the person is in; subscriptions elsewhere are only counted (None: all listed)."""
     latest = store.latest(5)
-    subs = store.subscriptions(team_id) if team_id else []  # no workspace: no one's subscriptions
+    every = store.subscriptions(team_id) if team_id else []  # no workspace: no one's subscriptions
+    subs = [sub for sub in every if visible is None or sub.channel_id in visible]
+    unseen = len(every) - len(subs)
     person = bool(team_id and user_id)
     follows = store.follows(team_id, user_id) if person else []
     top: Blocks = [
@@ -392,7 +397,11 @@ def home_view(store: Any, team_id: str, user_id: str = "") -> dict[str, Any]:
             lines.append(line)
         if len(subs) > 40:
             lines.append(f"… and {len(subs) - 40} more")
+        if unseen:
+            lines.append(f"… and {_channels(unseen)} you are not in")
         rest.append(section("\n".join(lines)))
+    elif unseen:
+        rest.append(section(f"Subscribed here: {_channels(unseen)}, none of which you are in."))
     elif not team_id:
         rest.append(section("I can't tell which workspace this is, so no subscriptions are listed."))
     else:
@@ -404,6 +413,10 @@ def home_view(store: Any, team_id: str, user_id: str = "") -> dict[str, Any]:
     rest.append(section("\n".join(f"• `{COMMAND} {example}`: {what}" for _u, what, example in COMMANDS)))
     room = HOME_BLOCKS - len(top) - len(rest) - 1  # one block is kept for the note on what is left out
     return {"type": "home", "blocks": [*top, *reading_list(store, team_id, user_id, room), *rest]}
+
+
+def _channels(n: int) -> str:
+    return f"{n} channel" if n == 1 else f"{n} channels"
 
 
 def reading_list(store: Any, team_id: str, user_id: str, room: int) -> Blocks:

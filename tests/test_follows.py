@@ -337,7 +337,9 @@ def test_the_home_lists_saved_items_with_remove_follows_and_subscriptions(
     store.save_item(TEAM, BOB, VISION.id)
     ask(store, 'follow speech "on device"')
     store.subscribe(TEAM, "C0SUBS", BOB, ["vision"])
+    store.subscribe(TEAM, "C0PRIVATE", BOB, ["secret project"])  # a channel Alice is not in
     store.subscribe("T0OTHER", "C0ELSEWHERE", BOB)
+    slack_api.members = {"C0SUBS": {ALICE, BOB}, "C0PRIVATE": {BOB}}
     assert app.open_home() == 200
     view = published(slack_api, ALICE, 1)
     assert view["type"] == "home" and len(view["blocks"]) <= 100
@@ -350,6 +352,7 @@ def test_the_home_lists_saved_items_with_remove_follows_and_subscriptions(
     assert all(r["text"]["text"] == "Remove" for r in removes)
     assert "You follow `on device`, `speech`" in text
     assert "<#C0SUBS>: only new items matching `vision`" in text and "C0ELSEWHERE" not in text
+    assert "C0PRIVATE" not in text and "secret" not in text and "1 channel you are not in" in text
     for live in ("<!channel>", "<@U123>", "<https://evil.example"):  # the hostile title, inert
         assert live not in text
     assert "&lt;!channel&gt; &lt;@U123&gt; speech &amp;" in text
@@ -398,7 +401,7 @@ def test_the_shell_prints_its_users_follow_messages(store: Store) -> None:
 def test_a_burst_in_a_channel_leaves_a_followers_dms_one_per_item(store: Store, slack_api: FakeSlack) -> None:
     """Seven new items: the subscribed channel gets them as a burst (one message, the items in its thread);
     the person who follows them gets seven direct messages, never a burst, each once."""
-    store.subscribe(TEAM, CHANNEL, [])
+    store.subscribe(TEAM, CHANNEL, ALICE)
     ask(store, "follow speech")
     items = [make_item(f"speech-{n}", f"Speech Recognition, Part {n}", "Speech on device.") for n in range(7)]
     arrive(store, *items)
@@ -411,3 +414,15 @@ def test_a_burst_in_a_channel_leaves_a_followers_dms_one_per_item(store: Store, 
         sorted(item.id for item in items)
     assert all("thread_ts" not in m["params"] for m in dms(slack_api, ALICE))
     assert Deliverer(lambda team_id: client, pace=0.0, backoff=0.01, burst_threshold=5)(store).delivered == 0
+
+
+def test_the_home_lists_no_channel_when_slack_cannot_say_which_the_person_is_in(
+    store: Store, app: App, slack_api: FakeSlack
+) -> None:
+    store.subscribe(TEAM, "C0SUBS", BOB, ["secret project"])
+    slack_api.members = {"C0SUBS": {ALICE}}
+    slack_api.handlers["users.conversations"] = lambda call: {"ok": False, "error": "missing_scope"}
+    assert app.open_home() == 200
+    text = rendered(published(slack_api, ALICE, 1))
+    assert "C0SUBS" not in text and "secret project" not in text
+    assert "Subscribed here: 1 channel, none of which you are in." in text

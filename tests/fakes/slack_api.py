@@ -11,6 +11,7 @@ user ID it lands in the bot's DM with that person, as Slack does), conversations
 newest first, `oldest`/`latest`/`limit`/`cursor`, metadata only with include_all_metadata),
 conversations.replies (a thread: its parent, then its replies oldest first, the same paging and metadata),
 conversations.open (a person's DM: `dm_channel(user)`), views.publish (answered ok; the view is in the call),
+users.conversations (the channels of `slack.members` a person is in),
 users.info (the people in `slack.users`, user id -> profile fields such as `tz`; anyone else is
 `user_not_found`), assistant.threads.setStatus / setSuggestedPrompts / setTitle (recorded in
 `calls`, answered ok). Add more with
@@ -97,12 +98,14 @@ class FakeSlack(Loopback):
         self.messages: dict[str, list[dict[str, Any]]] = {}
         self.faults: list[Fault] = []
         self.users: dict[str, dict[str, Any]] = {}
+        self.members: dict[str, set[str]] = {}  # channel id -> the people in it (users.conversations)
         self.handlers: dict[str, Handler] = {
             "auth.test": self._auth_test,
             "chat.postMessage": self._post_message,
             "conversations.history": self._history,
             "conversations.open": self._open,
             "views.publish": self._publish,
+            "users.conversations": self._users_conversations,
             "users.info": self._users_info,
             "conversations.replies": self._replies,
             "assistant.threads.setStatus": self._ok,
@@ -199,6 +202,13 @@ class FakeSlack(Loopback):
         if not users or "," in users:
             return {"ok": False, "error": "users_list_not_supplied" if not users else "not_implemented"}
         return {"ok": True, "channel": {"id": dm_channel(users)}}
+
+    def _users_conversations(self, call: Call) -> dict[str, Any]:
+        user = str(call.params.get("user") or "")
+        with self._cond:
+            channels = sorted(channel for channel, people in self.members.items() if user in people)
+        return {"ok": True, "channels": [{"id": channel, "is_private": False} for channel in channels],
+                "response_metadata": {"next_cursor": ""}}
 
     def _publish(self, call: Call) -> dict[str, Any]:
         return {"ok": True, "view": {"id": "V0HOME", **(call.params.get("view") or {})}}
