@@ -34,6 +34,7 @@ MIGRATIONS = (
     "m007_one_search_engine",
     "m008_feed_baseline",
     "m009_item_changes",
+    "m014_item_vectors",
 )
 # A merge_index that adds or enriches this many items is followed by _after_bulk_merge.
 BULK_MERGE = 200

@@ -37,6 +37,7 @@ from bot.store.feed_state import copy_global_baseline
 from bot.store.merge import backfill_authors_text
 from bot.store.models import iso, utcnow
 from bot.store.store import Store
+from bot.store.vectors import VECTORS_TABLE
 
 log = logging.getLogger("bot.store")
 
@@ -175,6 +176,11 @@ def m009_item_changes(db: Conn) -> None:
         db.execute(sql)
 
 
+def m014_item_vectors(db: Conn) -> None:
+    """Each item's vector for search by meaning, per embedding model (bot.store.vectors)."""
+    db.execute(VECTORS_TABLE.format(blob="BYTEA"))
+
+
 PG_MIGRATIONS = (
     m001_items,
     m002_delivery,
@@ -185,6 +191,7 @@ PG_MIGRATIONS = (
     m007_one_search_engine,
     m008_feed_baseline,
     m009_item_changes,
+    m014_item_vectors,
 )
 
 

@@ -24,6 +24,7 @@ from bot.store.conn import Conn
 from bot.store.feed_state import copy_global_baseline
 from bot.store.merge import backfill_authors_text
 from bot.store.store import Store
+from bot.store.vectors import VECTORS_TABLE
 
 if TYPE_CHECKING:  # sqlite-utils is imported when a migration has to run: `serve` starts without it
     from sqlite_utils import Database
@@ -205,6 +206,11 @@ def m009_item_changes(db: Database) -> None:
         )
 
 
+def m014_item_vectors(db: Database) -> None:
+    """Each item's vector for search by meaning, per embedding model (bot.store.vectors)."""
+    db.execute(VECTORS_TABLE.format(blob="BLOB"))
+
+
 # --- the store -----------------------------------------------------------------------------------------
 
 
@@ -215,7 +221,7 @@ def migration_set() -> Migrations:
 
     migrations = Migrations(MIGRATION_SET)
     steps = (m001_items, m002_delivery, m003_authors_fts, m004_fts_prefix_index, m005_installations,
-             m006_search_generation, m007_one_search_engine, m008_feed_baseline, m009_item_changes)
+             m006_search_generation, m007_one_search_engine, m008_feed_baseline, m009_item_changes, m014_item_vectors)
     for step in steps:
         migrations()(step)
     return migrations

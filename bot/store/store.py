@@ -9,6 +9,7 @@
     subscriptions.SubscriptionsMixin subscriptions and workspaces
     ledger.LedgerMixin               the delivery ledger: queue, claim, settle (sent, failed, released)
     installations.InstallationsMixin installations and OAuth state (multi-workspace mode)
+    vectors.VectorsMixin             items' vectors for search by meaning, per embedding model
 
 A new feature touches the part it concerns; every part speaks SQL both backends share (`?` placeholders,
 `ON CONFLICT`, `IS DISTINCT FROM`). A backend (`SQLiteStore`, `PostgresStore`) subclasses `Store`.
@@ -21,9 +22,10 @@ from bot.store.feed_state import FeedStateMixin
 from bot.store.installations import InstallationsMixin
 from bot.store.ledger import LedgerMixin
 from bot.store.subscriptions import SubscriptionsMixin
+from bot.store.vectors import VectorsMixin
 
 
-class Store(ArchiveMixin, FeedStateMixin, SubscriptionsMixin, LedgerMixin, InstallationsMixin):
+class Store(ArchiveMixin, FeedStateMixin, SubscriptionsMixin, LedgerMixin, InstallationsMixin, VectorsMixin):
     """The store's interface (see the module docstring); build one with `bot.store.open_store(url)`."""
 
     @classmethod
