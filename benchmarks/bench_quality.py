@@ -31,6 +31,7 @@ from bot.store import open_store  # noqa: E402
 
 CORPUS = ROOT / "tests" / "data" / "apple_ml_corpus.json"
 QUERIES = ROOT / "tests" / "data" / "judged_queries.json"
+UNDATED = datetime(2017, 1, 1, tzinfo=UTC)
 KINDS = ("acronym", "description", "question", "keyword")
 
 
@@ -38,7 +39,7 @@ def corpus_items() -> list[Item]:
     items = []
     for post in json.loads(CORPUS.read_text(encoding="utf-8")):
         day = post["published"]
-        published = datetime.fromisoformat(day).replace(tzinfo=UTC) if day else datetime(2017, 1, 1, tzinfo=UTC)
+        published = datetime.fromisoformat(day).replace(tzinfo=UTC) if day else UNDATED
         items.append(Item(id=post["link"], guid=post["link"], title=post["title"], link=post["link"],
                           summary=post["abstract"], published=published, kind=kind_of(post["link"]),
                           authors=tuple(post["authors"])))
@@ -64,7 +65,8 @@ def evaluate(index: SearchIndex, queries: list[dict], detail: bool = False) -> d
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--queries", type=Path, default=QUERIES)
     parser.add_argument("--detail", action="store_true", help="print each query's nDCG@10")
     args = parser.parse_args()

@@ -61,7 +61,7 @@ def bundled_files() -> tuple[Path, Path]:
     """The bundled model's weights and tokenizer, in the installed wordllama package (not imported)."""
     spec = importlib.util.find_spec("wordllama")
     if spec is None or not spec.submodule_search_locations:
-        raise EmbeddingError("the bundled embedding model is not installed (the wordllama package is missing)")
+        raise EmbeddingError("the bundled embedding model is not installed (no wordllama package)")
     root = Path(next(iter(spec.submodule_search_locations)))
     return (root / "weights" / f"{BUNDLED_CONFIG}_{BUNDLED_DIM}.safetensors",
             root / "tokenizers" / f"{BUNDLED_CONFIG}_tokenizer_config.json")
@@ -138,7 +138,7 @@ class RemoteModel:
         except FeedError as exc:
             raise EmbeddingError(str(exc)) from None
         except httpx.TimeoutException:
-            raise EmbeddingError(f"no answer from the embeddings endpoint within {self.timeout:g} s") from None
+            raise EmbeddingError(f"no answer from the embeddings endpoint in {self.timeout:g} s") from None
         except (httpx.HTTPError, httpx.InvalidURL, httpx.StreamError) as exc:
             raise EmbeddingError(f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}") from None
         try:
@@ -165,8 +165,8 @@ def load(settings: Settings | None = None, *, client: httpx.Client | None = None
     """The model search uses: the endpoint when configured and answering, else the bundled model. Raises
     EmbeddingError (one line) when the bundled model cannot be loaded either."""
     if settings is not None and settings.embeddings_api_url:
-        remote = RemoteModel(settings.embeddings_api_url, settings.embeddings_api_key, settings.embeddings_model,
-                             client=client)
+        remote = RemoteModel(settings.embeddings_api_url, settings.embeddings_api_key,
+                             settings.embeddings_model, client=client)
         try:
             remote.embed(["probe"])
             return remote

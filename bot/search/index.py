@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import tantivy
 
+from bot.config import Settings
 from bot.errors import BotError, SearchError, SearchUnavailable
 from bot.feed import kind_of
 from bot.models import Item, SearchHit
@@ -66,11 +67,14 @@ _WORDS = re.compile(r"[^\W_]+")
 # Hybrid ranking (see SearchIndex.search): a blend of the keyword score (BM25, as a share of the best hit's)
 # and the similarity of meaning (cosine, scaled between the CANDIDATES-th best item's and the best's),
 # KEYWORD_WEIGHT for the first. Tuned on tests/data/judged_queries.json (benchmarks/bench_quality.py).
-KEYWORD_WEIGHT = 0.6
+KEYWORD_WEIGHT = 0.4
 CANDIDATES = 50  # from each ranking
-STOPWORDS = frozenset(["a", "about", "an", "and", "any", "are", "as", "at", "be", "by", "can", "do", "does", "for", "from", "has", "have", "how", "i", "in", "into", "is", "it", "its", "me", "of", "on", "or", "our", "say", "says", "show", "shows", "tell", "than", "that", "the", "their", "there", "these", "this", "to", "was", "we", "what", "when", "where", "which", "who", "why", "with", "you", "your"])
-LOADING_NOTE = ("Search by meaning is still starting up: these results match your words only (nothing is lost; "
-                "ask again in a minute to also match by meaning).")
+_FILLER = """a about an and any are as at be by can do does for from has have how i in into is it its me of
+on or our say says show shows tell than that the their there these this to was we what when where which who
+why with you your"""
+STOPWORDS = frozenset(_FILLER.split())  # words that say nothing about a topic (as bot.summarize's)
+LOADING_NOTE = ("Search by meaning is still starting up: these results match your words only (nothing is "
+                "lost; ask again in a minute to also match by meaning).")
 
 
 @dataclass(frozen=True)
@@ -262,22 +266,22 @@ class SearchIndex:
             return self._model
 
     def vectors(self, snapshot: _Snapshot, store: Store | None = None, progress: Progress | None = None,
-                wait: bool = True) -> Vectors | None:
-        """The vectors of `snapshot`'s items (computed for those without one). None when another thread is
-        computing them and `wait` is false."""
+                wait: bool = True, recompute: bool = False) -> Vectors | None:
+        """The vectors of `snapshot`'s items (computed for those without one; for all with `recompute`).
+        None when another thread is computing them and `wait` is false."""
         from bot.search.vectors import sync
 
         current = self._vectors
-        if current is not None and current.marker == snapshot.marker:
+        if current is not None and current.marker == snapshot.marker and not recompute:
             return current
         model = self.model()
         if not self._vector_lock.acquire(blocking=wait):
             return None
         try:
             current = self._vectors
-            if current is None or current.marker != snapshot.marker:
-                current = self._vectors = sync(store or self.store, model, snapshot.rows, snapshot.marker, _kind,
-                                               current, progress)
+            if current is None or current.marker != snapshot.marker or recompute:
+                current = self._vectors = sync(store or self.store, model, snapshot.rows, snapshot.marker,
+                                               _kind, None if recompute else current, progress, recompute)
             return current
         finally:
             self._vector_lock.release()
@@ -330,8 +334,8 @@ class SearchIndex:
             return Found(_ranked(snapshot, keyword, limit), searched_for, expanded, note)
         return Found(hits, searched_for, expanded)
 
-    def _hybrid(self, snapshot: _Snapshot, vectors: Vectors, query: Query, expansions: list[glossary.Expansion],
-                keyword: tantivy.Query, limit: int) -> list[SearchHit]:
+    def _hybrid(self, snapshot: _Snapshot, vectors: Vectors, query: Query,
+                expansions: list[glossary.Expansion], keyword: tantivy.Query, limit: int) -> list[SearchHit]:
         import numpy as np
 
         words = [query.text or " ".join(query.terms)] + [" ".join(e.shown) for e in expansions]
@@ -341,8 +345,7 @@ class SearchIndex:
         if allowed is not None:
             sims = np.where(allowed, sims, -np.inf)
         keyword_hits = _ranked(snapshot, keyword, CANDIDATES)
-        order = np.argsort(-sims, kind="stable")[:CANDIDATES]
-        order = [int(n) for n in order if np.isfinite(sims[n])]
+        order = [int(n) for n in np.argsort(-sims, kind="stable")[:CANDIDATES] if np.isfinite(sims[n])]
         if not order:
             return keyword_hits[:limit]
         top, floor = float(sims[order[0]]), float(sims[order[-1]])
@@ -468,7 +471,7 @@ def _text_query(snapshot: _Snapshot, query: Query, expansions: list[glossary.Exp
             shown.append('"' + " ".join(phrase) + '"')
     for expansion in expansions or ():
         for form in expansion.adds:
-            variants = [list(form)]
+            variants: list[list[str | tuple[int, str]]] = [list(form)]
             if len(form) == 1:
                 variants.append([form[0] + "s"])
             for words in variants:
@@ -568,3 +571,15 @@ def _ranked(snapshot: _Snapshot, query: tantivy.Query, limit: int) -> list[Searc
     ranked.sort(key=lambda hit: hit[2])
     ranked.sort(key=lambda hit: hit[:2], reverse=True)
     return [SearchHit(snapshot.item(key), score) for score, _, key in ranked[:limit]]
+
+
+def meaning_model(settings: Settings) -> Callable[[], Embedder]:
+    """The model loader `SearchIndex(model=...)` takes, for these settings (the embeddings endpoint when
+    configured, else the bundled model); numpy and the model are imported when it is called."""
+
+    def load() -> Embedder:
+        from bot.search.embed import load as load_model
+
+        return load_model(settings)
+
+    return load

@@ -65,17 +65,20 @@ class Vectors:
         return None if n is None else self.matrix[n]
 
 
-def sync(store: Store, model: Embedder, rows: dict[str, dict[str, Any]], marker: int, kind: Callable[..., str],
-         previous: Vectors | None = None, progress: Progress | None = None) -> Vectors:
+def sync(store: Store, model: Embedder, rows: dict[str, dict[str, Any]], marker: int,
+         kind: Callable[..., str], previous: Vectors | None = None, progress: Progress | None = None,
+         recompute: bool = False) -> Vectors:
     """The vectors of every row in `rows` (the search index's rows at `marker`): the previous ones where the
-    text is unchanged, else the store's, else computed now (and stored)."""
+    text is unchanged, else the store's, else computed now (and stored); all computed with `recompute`."""
     if previous is not None and previous.model != model.name:
         previous = None
     texts = {item_id: item_text(row) for item_id, row in rows.items()}
     wanted = {item_id: digest(text) for item_id, text in texts.items()}
     known = previous.digests if previous is not None else {}
     need = [item_id for item_id, d in wanted.items() if known.get(item_id) != d]
-    if previous is None:
+    if recompute:
+        stored = {}
+    elif previous is None:
         stored = store.item_vectors(model.name)
     else:
         stored = store.item_vectors(model.name, need) if need else {}

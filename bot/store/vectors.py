@@ -38,7 +38,8 @@ class VectorsMixin(StoreBase):
         with self._write() as db:
             return db.executemany(
                 "INSERT INTO item_vectors (item_id, model, digest, vector) VALUES (?, ?, ?, ?) "
-                "ON CONFLICT (model, item_id) DO UPDATE SET digest = excluded.digest, vector = excluded.vector",
+                "ON CONFLICT (model, item_id) DO UPDATE SET digest = excluded.digest, "
+                "vector = excluded.vector",
                 [(item_id, model, digest, vector) for item_id, digest, vector in vectors],
             )
 
