@@ -23,8 +23,10 @@ from slack_sdk.models.blocks import (
 )
 
 from bot.models import Item
+from bot.search.match import TOPIC_PREFIX
 
 EVENT_TYPE = "mlresearch_item"
+RELATED_ACTION_ID = "related_item"
 SNIPPET_CHARS = 300
 SECTION_TEXT_LIMIT = 3000
 TITLE_CHARS = 250
@@ -88,22 +90,26 @@ def item_message(item: Item, matched: Sequence[str] = ()) -> dict[str, Any]:
     if item.summary:
         blocks.append(SectionBlock(text=md(escape(snippet(item.summary)))))
     url = safe_url(item.link)
+    buttons = [related_button(item)]
     if url:
-        blocks.append(
-            ActionsBlock(
-                elements=[
-                    ButtonElement(
-                        text=PlainTextObject(text="Read"),
-                        url=url[:3000],
-                        action_id="open_item",
-                        value=item.id[:2000],
-                    )
-                ]
-            )
+        buttons.insert(
+            0,
+            ButtonElement(
+                text=PlainTextObject(text="Read"),
+                url=url[:3000],
+                action_id="open_item",
+                value=item.id[:2000],
+            ),
         )
-    if matched:
-        words = ", ".join(escape(cut(k, 60)) for k in matched[:10])
+    blocks.append(ActionsBlock(elements=buttons))
+    topics = [k for k in matched if k.startswith(TOPIC_PREFIX)]
+    keywords = [k for k in matched if not k.startswith(TOPIC_PREFIX)]
+    if keywords:
+        words = ", ".join(escape(cut(k, 60)) for k in keywords[:10])
         blocks.append(ContextBlock(elements=[md(f"Matched your keywords: {words}")]))
+    for topic in topics[:3]:
+        why = escape(cut(topic[len(TOPIC_PREFIX):], 200))
+        blocks.append(ContextBlock(elements=[md(f"Matched your topic by meaning: {why}")]))
     return {
         "text": fallback_text(item),
         "blocks": [b.to_dict() for b in blocks],
@@ -112,6 +118,12 @@ def item_message(item: Item, matched: Sequence[str] = ()) -> dict[str, Any]:
         "parse": "none",  # the notification text is not parsed for mentions or links either
         "metadata": {"event_type": EVENT_TYPE, "event_payload": {"item_id": item.id}},
     }
+
+
+def related_button(item: Item) -> ButtonElement:
+    """The **Related** button: its click answers (ephemerally) with the items nearest to this one."""
+    return ButtonElement(text=PlainTextObject(text="Related"), action_id=RELATED_ACTION_ID,
+                         value=item.id[:2000])
 
 
 def fallback_text(item: Item) -> str:

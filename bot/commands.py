@@ -27,6 +27,7 @@ from bot.search.highlight import matcher_for_text
 from bot.search.index import SearchIndex
 from bot.search.match import split_keywords
 from bot.search.query import parse_query
+from bot.search.related import find_item, related
 from bot.store import Store
 from bot.summarize import Summarizer
 from bot.views import SHARE_ACTION_ID, Blocks
@@ -34,6 +35,7 @@ from bot.views import SHARE_ACTION_ID, Blocks
 log = logging.getLogger("bot.commands")
 
 SEARCH_RESULTS = 5
+RELATED_RESULTS = 5
 LATEST_DEFAULT = 5
 LATEST_MAX = 20
 SHAREABLE = ("search", "latest", "summarize")
@@ -188,10 +190,21 @@ def cmd_search(rest: str, inv: Invocation, services: Services) -> Reply:
     shown = hits[:SEARCH_RESULTS]
     summaries = " ".join(h.item.summary for h in shown)
     searched = parse_query(found.searched_for).terms if found.searched_for else query.terms
+    if found.expanded:  # the glossary's forms are highlighted too
+        searched = (*searched, *parse_query(found.expanded).terms)
     matcher = matcher_for_text(summaries, searched, prefix_last=query.prefix_last and not found.searched_for)
     reply = views.search_reply(rest, shown, matcher, more=len(hits) > SEARCH_RESULTS,
-                               searched_for=found.searched_for)
+                               searched_for=found.searched_for, expanded=found.expanded, note=found.note)
     return _shareable(reply)
+
+
+def cmd_related(rest: str, inv: Invocation, services: Services) -> Reply:
+    if not rest:
+        return line(f"Usage: `{C} related &lt;link or title words&gt;`, e.g. `{C} related hey siri`.")
+    if services.store.count_items() == 0:
+        return line("The archive is empty, so nothing is related to anything yet. It fills at the next poll.")
+    item = find_item(services.index, rest, services.store)  # SearchError: one line
+    return Reply(*views.related_reply(item, related(services.index, item, RELATED_RESULTS, services.store)))
 
 
 def cmd_latest(rest: str, inv: Invocation, services: Services) -> Reply:
@@ -283,6 +296,7 @@ HANDLERS: dict[str, Callable[[str, Invocation, Services], Reply]] = {
     "help": cmd_help,
     "search": cmd_search,
     "latest": cmd_latest,
+    "related": cmd_related,
     "summarize": cmd_summarize,
     "subscribe": cmd_subscribe,
     "unsubscribe": cmd_unsubscribe,

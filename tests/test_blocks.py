@@ -39,14 +39,16 @@ def texts(message: dict[str, Any]) -> list[str]:
     return found
 
 
-def test_the_post_has_a_linked_title_day_kind_snippet_and_read_button() -> None:
+def test_the_post_has_a_linked_title_day_kind_snippet_and_read_and_related_buttons() -> None:
     message = blocks.item_message(make())
     title, context, snippet, actions = message["blocks"]
     assert title["text"]["text"] == f"*<{LINK}|BalCapRL: Image Captioning>*"
     assert context["type"] == "context" and context["elements"][0]["text"] == "Paper · 2026-05-11"
     assert snippet["text"]["text"] == "Image captioning is fundamental."
-    [button] = actions["elements"]
+    button, related = actions["elements"]
     assert button["type"] == "button" and button["text"]["text"] == "Read" and button["url"] == LINK
+    assert related["text"]["text"] == "Related" and related["action_id"] == blocks.RELATED_ACTION_ID
+    assert related["value"] == LINK and "url" not in related
 
 
 def test_fallback_text_unfurls_and_metadata() -> None:
@@ -88,7 +90,8 @@ def test_a_link_that_could_break_out_of_its_brackets_is_not_linked() -> None:
     message = blocks.item_message(make(link="https://example.com/a|<!channel>"))
     wire = json.dumps([message["text"], message["blocks"]])  # what Slack renders (metadata is not)
     assert "<!channel>" not in wire and "|<" not in wire
-    assert all(b["type"] != "actions" for b in message["blocks"])
+    buttons = [e for b in message["blocks"] if b["type"] == "actions" for e in b["elements"]]
+    assert [b["text"]["text"] for b in buttons] == ["Related"] and all("url" not in b for b in buttons)
 
 
 def test_the_snippet_is_about_300_characters_cut_on_a_word() -> None:

@@ -110,7 +110,7 @@ def test_m009_stamps_existing_rows_with_the_current_marker(database_url):
     old.add_items(RSS)
     marker = old.change_marker()
     assert marker > 0
-    assert open_store(database_url).migrate() == ["m009_item_changes"]
+    assert open_store(database_url).migrate()[0] == "m009_item_changes"
     assert {r[0] for r in raw(old, "SELECT changed FROM items")} == {marker}
     assert sorted(old.changed_items(marker - 1)[0], key=lambda r: r["id"]) == old.all_items()
     assert old.changed_items(marker) == ([], len(RSS))
