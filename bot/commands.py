@@ -25,7 +25,7 @@ from bot.config import Settings
 from bot.errors import SearchError, StoreError
 from bot.search.highlight import matcher_for_text
 from bot.search.index import SearchIndex
-from bot.search.match import split_keywords
+from bot.search.match import MAX_KEYWORD_CHARS, TOPIC_PREFIX, split_keywords
 from bot.search.query import parse_query
 from bot.search.related import find_item, related
 from bot.store import Store
@@ -238,7 +238,8 @@ def cmd_subscribe(rest: str, inv: Invocation, services: Services) -> Reply:
             "I can't post new items into a direct message. Run `/mlresearch subscribe` in the channel where "
             "they should appear."
         )
-    keywords = split_keywords(rest)
+    rest, topics = about_topics(rest)
+    keywords = split_keywords(rest) + topics
     if rest and not keywords:
         return line(
             f"I found no words to filter on in {views.quoted(rest, 40)}; nothing was changed. Keywords are "
@@ -256,6 +257,26 @@ def cmd_subscribe(rest: str, inv: Invocation, services: Services) -> Reply:
         message = f"Updated {where}'s subscription: I'll post {what} here."
     change = f"Change it with `{C} subscribe &lt;keywords…&gt;`, stop with `{C} unsubscribe`."
     return line(f"{message} {change}")
+
+
+_ABOUT = re.compile(r'(?<!\S)about:(?:"([^"]*)"?|“([^”]*)”?|(\S*))', re.IGNORECASE)
+MAX_TOPICS = 3
+
+
+def about_topics(text: str) -> tuple[str, list[str]]:
+    """The text without its about: parts, and their topics as stored keywords ("about:on-device efficiency":
+    lower case, words only, matched by meaning at ingest, see bot.search.topics)."""
+    topics: list[str] = []
+    for groups in _ABOUT.findall(text):
+        words = re.findall(r"[\w-]+", "".join(groups).lower())
+        topic = " ".join(words)[:MAX_KEYWORD_CHARS]
+        if topic and TOPIC_PREFIX + topic not in topics:
+            topics.append(TOPIC_PREFIX + topic)
+    if len(topics) > MAX_TOPICS:
+        raise SearchError(f"Subscribe to at most {MAX_TOPICS} about: topics at once.")
+    if _ABOUT.search(text) and not topics:
+        raise SearchError('about: needs a topic, for example about:"on-device efficiency".')
+    return _ABOUT.sub(" ", text).strip(), topics
 
 
 def cmd_unsubscribe(rest: str, inv: Invocation, services: Services) -> Reply:

@@ -279,7 +279,8 @@ def status_reply(
 def keywords_text(keywords: Sequence[str]) -> str:
     if not keywords:
         return "every new item (no keyword filter)"
-    return "only new items matching " + ", ".join(f"`{escape(k)}`" for k in keywords)
+    return "only new items matching " + ", ".join(
+        f"`{escape(k)}` (by meaning)" if k.startswith("about:") else f"`{escape(k)}`" for k in keywords)
 
 
 # --- App Home --------------------------------------------------------------------------------------------

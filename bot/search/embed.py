@@ -20,6 +20,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import logging
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -89,8 +90,8 @@ class StaticModel:
 
     @classmethod
     def bundled(cls) -> StaticModel:
-        weights, tokenizer = bundled_files()
-        return cls(weights, tokenizer)
+        """The bundled model, loaded once per process (search and topic matching share it)."""
+        return _bundled()
 
     def embed(self, texts: list[str]) -> np.ndarray:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
@@ -103,6 +104,12 @@ class StaticModel:
                 np.clip(ids, 0, self.table.shape[0] - 1, out=ids)
                 out[row] = self.table[ids].mean(axis=0)
         return unit(out)
+
+
+@cache
+def _bundled() -> StaticModel:
+    weights, tokenizer = bundled_files()
+    return StaticModel(weights, tokenizer)
 
 
 class RemoteModel:

@@ -69,6 +69,8 @@ _WORDS = re.compile(r"[^\W_]+")
 # KEYWORD_WEIGHT for the first. Tuned on tests/data/judged_queries.json (benchmarks/bench_quality.py).
 KEYWORD_WEIGHT = 0.4
 CANDIDATES = 50  # from each ranking
+EXPANSION_BOOST = 0.5  # a glossary form the query did not use weighs this much of the words it did
+NO_WORDS_FLOOR = 0.3  # with no keyword hit, matches by meaning alone need this cosine similarity
 _FILLER = """a about an and any are as at be by can do does for from has have how i in into is it its me of
 on or our say says show shows tell than that the their there these this to was we what when where which who
 why with you your"""
@@ -346,6 +348,8 @@ class SearchIndex:
             sims = np.where(allowed, sims, -np.inf)
         keyword_hits = _ranked(snapshot, keyword, CANDIDATES)
         order = [int(n) for n in np.argsort(-sims, kind="stable")[:CANDIDATES] if np.isfinite(sims[n])]
+        if not keyword_hits:  # none of the words is in the archive: only a clear match by meaning counts
+            order = [n for n in order if sims[n] >= NO_WORDS_FLOOR]
         if not order:
             return keyword_hits[:limit]
         top, floor = float(sims[order[0]]), float(sims[order[-1]])
@@ -475,7 +479,8 @@ def _text_query(snapshot: _Snapshot, query: Query, expansions: list[glossary.Exp
             if len(form) == 1:
                 variants.append([form[0] + "s"])
             for words in variants:
-                parts.append(_phrase(list(words), tuple(name for name, _ in TEXT_FIELDS)))
+                phrase = _phrase(list(words), tuple(name for name, _ in TEXT_FIELDS))
+                parts.append(tantivy.Query.boost_query(phrase, EXPANSION_BOOST))
     if not parts:
         return (None if not query.terms else tantivy.Query.boolean_query([])), None
     text = parts[0] if len(parts) == 1 else tantivy.Query.boolean_query([(SHOULD, p) for p in parts])

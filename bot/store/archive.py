@@ -50,7 +50,8 @@ class ArchiveMixin(StoreBase):
         with self._write() as db:
             baseline = not baselined(db, url)
             new, updated = _merge(db, items, now)
-            queued = 0 if baseline else queue_deliveries(db, new, active_subscriptions(db), now)
+            queued = 0 if baseline else queue_deliveries(db, new, active_subscriptions(db), now,
+                                                          self.topic_matcher)
             touch_feed(db, url)
             db.execute(
                 "UPDATE feed_state SET last_poll = ?, last_success = ?, error_streak = 0, etag = ?, "

@@ -4,11 +4,11 @@ or released to be retried (a part of `Store`)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from bot.models import Delivery, Item, Subscription
-from bot.search.match import matched_keywords
+from bot.search.match import TOPIC_PREFIX, matched_keywords
 from bot.store.base import StoreBase
 from bot.store.conn import Conn
 from bot.store.models import iso, row_delivery, utcnow
@@ -71,15 +71,26 @@ class LedgerMixin(StoreBase):
                 )
 
 
-def queue_deliveries(db: Conn, items: Sequence[Item], subs: Sequence[Subscription], now: str | None) -> int:
+TopicMatch = Callable[[Item, Sequence[str]], list[str]]
+
+
+def queue_deliveries(db: Conn, items: Sequence[Item], subs: Sequence[Subscription], now: str | None,
+                     topics: TopicMatch | None = None) -> int:
     """A pending delivery for every (new item, matching subscription); the ledger's unique (item, team,
-    channel) index makes a second one impossible. Returns how many were queued."""
+    channel) index makes a second one impossible. Returns how many were queued. A keyword "about:<topic>"
+    is matched by `topics` (bot.search.topics: by meaning); its label, prefixed, is kept in `matched`."""
+    from bot.search.topics import words_only
+
     rows: list[list[Any]] = []
     for item in items:
         for sub in subs:
             matched: list[str] = []
             if sub.keywords:
-                matched = matched_keywords(item.title, item.summary, sub.keywords)
+                plain = [k for k in sub.keywords if not k.startswith(TOPIC_PREFIX)]
+                about = [k[len(TOPIC_PREFIX):] for k in sub.keywords if k.startswith(TOPIC_PREFIX)]
+                matched = matched_keywords(item.title, item.summary, plain)
+                if about:
+                    matched += [TOPIC_PREFIX + label for label in (topics or words_only)(item, about)]
                 if not matched:
                     continue
             rows.append([item.id, sub.team_id, sub.channel_id, json.dumps(matched), now, now])
