@@ -41,7 +41,7 @@ def find_item(index: SearchIndex, text: str, store: Store | None = None) -> Item
     found = _SLACK_LINK.match(text)
     if found:
         text = found.group(1)
-    if not text:
+    if not re.search(r"[^\W_]", text):
         raise SearchError("Give a link to an item in the archive, or words of its title.")
     snapshot = index.current(store)
     if text in snapshot.rows:
