@@ -478,9 +478,9 @@ def _text_query(snapshot: _Snapshot, query: Query, expansions: list[glossary.Exp
             variants: list[list[str | tuple[int, str]]] = [list(form)]
             if len(form) == 1:
                 variants.append([form[0] + "s"])
-            for words in variants:
-                phrase = _phrase(list(words), tuple(name for name, _ in TEXT_FIELDS))
-                parts.append(tantivy.Query.boost_query(phrase, EXPANSION_BOOST))
+            for variant in variants:
+                added = _phrase(variant, tuple(name for name, _ in TEXT_FIELDS))
+                parts.append(tantivy.Query.boost_query(added, EXPANSION_BOOST))
     if not parts:
         return (None if not query.terms else tantivy.Query.boolean_query([])), None
     text = parts[0] if len(parts) == 1 else tantivy.Query.boolean_query([(SHOULD, p) for p in parts])
