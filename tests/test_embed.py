@@ -93,3 +93,12 @@ def test_an_embeddings_url_must_be_http() -> None:
     with pytest.raises(ConfigError) as caught:
         settings(EMBEDDINGS_API_URL="ftp://example.com")
     assert caught.value.variable == "EMBEDDINGS_API_URL"
+
+
+def test_serve_starts_without_numpy_or_the_embedding_model(tmp_path: Path) -> None:
+    from tests.test_lazy_imports import modules_imported
+
+    loaded = modules_imported("-c", "import bot.server", cwd=tmp_path)
+    assert "bot.search.index" in loaded
+    assert loaded & {"numpy", "bot.search.embed", "bot.search.vectors", "safetensors", "tokenizers",
+                     "wordllama"} == set()

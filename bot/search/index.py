@@ -196,6 +196,7 @@ class SearchIndex:
         self._vectors: Vectors | None = None
         self._vector_lock = threading.Lock()
         self._background = False  # start() was called: the model loads there, searches never wait for it
+        self._refreshing = threading.Event()  # a background thread is embedding new items
 
     @property
     def meaning(self) -> bool:
@@ -288,12 +289,32 @@ class SearchIndex:
         finally:
             self._vector_lock.release()
 
+    def _refresh_in_background(self) -> None:
+        if self._refreshing.is_set():
+            return
+        self._refreshing.set()
+
+        def refresh() -> None:
+            try:
+                self.vectors(self.current())
+            except BotError as exc:
+                log.warning("event=vectors_refresh_failed reason=%r", str(exc))
+            finally:
+                self._refreshing.clear()
+
+        threading.Thread(target=refresh, name="search-vectors", daemon=True).start()
+
     def _ready_vectors(self, snapshot: _Snapshot, store: Store | None) -> tuple[Vectors | None, str | None]:
         """The vectors to search with, or None and a note saying why not."""
         if not self.meaning:
             return None, None
         if self._background and (self._model is None or self._vectors is None) and self._model_error is None:
             return None, LOADING_NOTE
+        previous = self._vectors
+        if self._background and previous is not None and previous.marker != snapshot.marker:
+            # serve: new items are embedded in the background; until then they match by words only
+            self._refresh_in_background()
+            return previous, None
         try:
             vectors = self.vectors(snapshot, store, wait=not self._background or self._vectors is None)
         except BotError as exc:
