@@ -367,21 +367,24 @@ class SearchIndex:
         allowed = _allowed(snapshot, vectors, query)
         if allowed is not None:
             sims = np.where(allowed, sims, -np.inf)
-        keyword_hits = _ranked(snapshot, keyword, CANDIDATES)
-        order = [int(n) for n in np.argsort(-sims, kind="stable")[:CANDIDATES] if np.isfinite(sims[n])]
+        keyword_hits = _scored(snapshot, keyword, CANDIDATES)
+        nearest = np.argpartition(-sims, CANDIDATES)[:CANDIDATES] if len(sims) > CANDIDATES else \
+            np.arange(len(sims))
+        order = sorted((int(n) for n in nearest if np.isfinite(sims[n])),
+                       key=lambda n: (-float(sims[n]), vectors.ids[n]))
         if not keyword_hits:  # none of the words is in the archive: only a clear match by meaning counts
             order = [n for n in order if sims[n] >= NO_WORDS_FLOOR]
         if not order:
-            return keyword_hits[:limit]
+            return _ranked(snapshot, keyword, limit)
         top, floor = float(sims[order[0]]), float(sims[order[-1]])
         span = max(top - floor, 1e-6)
-        best_keyword = keyword_hits[0].score if keyword_hits else 0.0
+        best_keyword = keyword_hits[0][0] if keyword_hits else 0.0
         scores: dict[str, float] = {}
-        for hit in keyword_hits:
-            n = vectors.position.get(hit.item.id)
+        for score, item_id in keyword_hits:
+            n = vectors.position.get(item_id)
             meaning = 0.0 if n is None else max(0.0, (float(sims[n]) - floor) / span)
-            share = hit.score / best_keyword if best_keyword > 0 else 0.0
-            scores[hit.item.id] = KEYWORD_WEIGHT * share + (1 - KEYWORD_WEIGHT) * meaning
+            share = score / best_keyword if best_keyword > 0 else 0.0
+            scores[item_id] = KEYWORD_WEIGHT * share + (1 - KEYWORD_WEIGHT) * meaning
         for n in order:
             item_id = vectors.ids[n]
             if item_id not in scores:
@@ -576,6 +579,20 @@ def _filters(query: Query) -> list[tuple[tantivy.Occur, tantivy.Query]]:
         clauses.append((tantivy.Occur.Must, _phrase(words, ("authors",))))
     # Filters select, they do not score.
     return [(occur, tantivy.Query.const_score_query(q, 0.0)) for occur, q in clauses]
+
+
+def _scored(snapshot: _Snapshot, query: tantivy.Query, limit: int) -> list[tuple[float, str]]:
+    """The best `limit` (score, id), best first, without building Items (the hybrid ranking's candidates);
+    ties with the last place are all read, as in `_ranked`, so both stores pick the same."""
+    searcher = snapshot.searcher
+    wanted = limit + 1
+    while True:
+        hits = searcher.search(query, wanted, count=False).hits
+        if len(hits) < wanted or hits[-1][0] < hits[limit - 1][0]:
+            break
+        wanted *= 4
+    found = [(round(float(score), 6), str(searcher.doc(address).get_first("id"))) for score, address in hits]
+    return sorted(found, key=lambda hit: (-hit[0], hit[1]))[:limit]
 
 
 def _ranked(snapshot: _Snapshot, query: tantivy.Query, limit: int) -> list[SearchHit]:
