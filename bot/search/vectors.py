@@ -69,60 +69,62 @@ def sync(store: Store, model: Embedder, rows: dict[str, dict[str, Any]], marker:
          kind: Callable[..., str], previous: Vectors | None = None, progress: Progress | None = None,
          recompute: bool = False) -> Vectors:
     """The vectors of every row in `rows` (the search index's rows at `marker`): the previous ones where the
-    text is unchanged, else the store's, else computed now (and stored); all computed with `recompute`."""
-    if previous is not None and previous.model != model.name:
+    text is unchanged, else the store's, else computed now (and stored); all computed with `recompute`. The
+    matrix is filled in place (stored vectors are read a chunk at a time): loading holds each vector once."""
+    if previous is not None and (previous.model != model.name or recompute
+                                 or not set(previous.ids) <= set(rows)):
         previous = None
-    texts = {item_id: item_text(row) for item_id, row in rows.items()}
-    wanted = {item_id: digest(text) for item_id, text in texts.items()}
+    wanted = {item_id: digest(item_text(row)) for item_id, row in rows.items()}
+    ids = list(rows) if previous is None else \
+        previous.ids + [item_id for item_id in rows if item_id not in previous.position]
+    position = {item_id: n for n, item_id in enumerate(ids)}
     known = previous.digests if previous is not None else {}
-    need = [item_id for item_id, d in wanted.items() if known.get(item_id) != d]
-    if recompute:
-        stored = {}
-    elif previous is None:
-        stored = store.item_vectors(model.name)
-    else:
-        stored = store.item_vectors(model.name, need) if need else {}
-    fresh: dict[str, np.ndarray] = {}
-    for item_id in need:
-        found = stored.get(item_id)
-        if found is not None and found[0] == wanted[item_id]:
-            fresh[item_id] = np.frombuffer(found[1], dtype=np.float32)
-    missing = [item_id for item_id in need if item_id not in fresh]
+    need = [item_id for item_id in ids if known.get(item_id) != wanted[item_id]]
+    matrix = _Matrix(len(ids), previous.matrix if previous is not None else None)
+    have: set[str] = set()
+    if need and not recompute:
+        needed = set(need)
+        for item_id, found, blob in store.each_item_vector(model.name, None if previous is None else need):
+            if item_id in needed and found == wanted[item_id] and matrix.put(position[item_id], blob):
+                have.add(item_id)
+    missing = [item_id for item_id in need if item_id not in have]
     for start in range(0, len(missing), EMBED_BATCH):
         batch = missing[start : start + EMBED_BATCH]
-        matrix = model.embed([texts[item_id] for item_id in batch])
-        store.put_item_vectors(model.name, [(item_id, wanted[item_id], matrix[n].astype(np.float32).tobytes())
+        embedded = np.asarray(model.embed([item_text(rows[item_id]) for item_id in batch]), dtype=np.float32)
+        store.put_item_vectors(model.name, [(item_id, wanted[item_id], embedded[n].tobytes())
                                             for n, item_id in enumerate(batch)])
-        fresh.update({item_id: matrix[n] for n, item_id in enumerate(batch)})
+        for n, item_id in enumerate(batch):
+            matrix.put(position[item_id], embedded[n])
         if progress is not None:
             progress(start + len(batch), len(missing))
     if missing:
         log.info("event=items_embedded model=%s count=%d", model.name, len(missing))
-    return _assemble(model.name, marker, rows, wanted, fresh, previous, kind)
-
-
-def _assemble(model: str, marker: int, rows: dict[str, dict[str, Any]], wanted: dict[str, str],
-              fresh: dict[str, np.ndarray], previous: Vectors | None, kind: Callable[..., str]) -> Vectors:
-    dims = {v.shape[0] for v in fresh.values()} | ({previous.matrix.shape[1]} if previous is not None and
-                                                      previous.ids else set())
-    dim = max(dims) if dims else 0
-    if previous is not None and set(previous.ids) <= set(rows) and previous.matrix.shape[1] == dim:
-        ids = previous.ids + [item_id for item_id in rows if item_id not in previous.position]
-        matrix = np.zeros((len(ids), dim), dtype=np.float32)
-        matrix[: len(previous.ids)] = previous.matrix
-    else:
-        ids = list(rows)
-        matrix = np.zeros((len(ids), dim), dtype=np.float32)
-        previous = None
-    position = {item_id: n for n, item_id in enumerate(ids)}
-    for item_id, vector in fresh.items():
-        if vector.shape[0] == dim:
-            matrix[position[item_id]] = vector
-    if previous is None:  # every row came from `fresh`
-        pass
     published = np.array([_epoch(rows[i]["published"]) for i in ids], dtype=np.float64)
     kinds = np.array([kind(rows[i]) for i in ids])
-    return Vectors(model, marker, ids, position, dict(wanted), matrix, published, kinds)
+    return Vectors(model.name, marker, ids, position, wanted, matrix.done(), published, kinds)
+
+
+class _Matrix:
+    """The rows of a matrix whose width is known at the first vector (or from the previous matrix)."""
+
+    def __init__(self, size: int, previous: np.ndarray | None) -> None:
+        self.size = size
+        self.array: np.ndarray | None = None
+        if previous is not None and previous.shape[1]:
+            self.array = np.zeros((size, previous.shape[1]), dtype=np.float32)
+            self.array[: previous.shape[0]] = previous
+
+    def put(self, row: int, vector: bytes | np.ndarray) -> bool:
+        values = np.frombuffer(vector, dtype=np.float32) if isinstance(vector, bytes) else vector
+        if self.array is None:
+            self.array = np.zeros((self.size, values.shape[0]), dtype=np.float32)
+        if values.shape[0] != self.array.shape[1]:
+            return False  # a vector of another width (stored under the same name): computed again
+        self.array[row] = values
+        return True
+
+    def done(self) -> np.ndarray:
+        return self.array if self.array is not None else np.zeros((self.size, 0), dtype=np.float32)
 
 
 def _epoch(text: str | None) -> float:

@@ -4,7 +4,7 @@ a new one). The search layer computes them (bot.search.vectors); the store only 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from bot.store.base import StoreBase
 
@@ -32,6 +32,25 @@ class VectorsMixin(StoreBase):
                                   f"AND item_id IN ({marks})", [model, *part])
                 found.update({r[0]: (r[1], bytes(r[2])) for r in rows.fetchall()})
             return found
+
+    def each_item_vector(self, model: str, ids: Sequence[str] | None = None,
+                         chunk: int = 1000) -> Iterator[tuple[str, str, bytes]]:
+        """(item id, digest, float32 bytes) of `model`'s vectors (all, or those of `ids`), read a chunk at a
+        time (a process loading 20,000 vectors never holds them twice)."""
+        if ids is not None:
+            wanted = list(ids)
+            for start in range(0, len(wanted), 500):
+                part = self.item_vectors(model, wanted[start : start + 500])
+                yield from ((item_id, d, v) for item_id, (d, v) in part.items())
+            return
+        with self.connect() as db:
+            cursor = db.execute("SELECT item_id, digest, vector FROM item_vectors WHERE model = ?", [model])
+            while True:
+                rows = cursor.fetchmany(chunk)
+                if not rows:
+                    return
+                for row in rows:
+                    yield row[0], row[1], bytes(row[2])
 
     def put_item_vectors(self, model: str, vectors: Sequence[tuple[str, str, bytes]]) -> int:
         """Store (item id, digest, float32 bytes) rows of `model`, replacing older ones."""
