@@ -11,10 +11,11 @@ Targets: search p99 < 10 ms at 20,000 and < 50 ms at 100,000; index build < 2 s 
 PostgreSQL URL only SQLite is measured, and the output says so. No asserts: it reports.
 
 Search by meaning (issue 14), in a second table: "embed" is computing and storing every item's vector with
-the bundled model (what a backfill or `reindex` pays; also given per 5,000 items, target < 30 s); "load" is a
-second process reading the stored vectors (its keyword index already built); hybrid search p50/p99 over the same queries (target p99 < 20 ms
-at 20,000); "vectors" is the memory the matrix adds, "rss" the process's resident memory that loading the
-vectors (and the model, 32 MB) added. Queries refused as only common words ("the") are left out.
+the bundled model (what a backfill or `reindex` pays; also given per 5,000 items, target < 30 s); "load" is
+a second process reading the stored vectors (its keyword index already built); hybrid search p50/p99 over
+the same queries (target p99 < 20 ms at 20,000); "vectors" is the memory the matrix adds, "rss" the
+process's resident memory that loading the vectors (and the model, 16 MB) added. Queries refused as only
+common words ("the") are left out.
 """
 
 from __future__ import annotations

@@ -58,7 +58,9 @@ class Vectors:
         """Cosine similarity of every item to a unit query vector, in `ids` order."""
         if self.matrix.shape[0] == 0 or query.shape[0] != self.matrix.shape[1]:
             return np.zeros(len(self.ids), dtype=np.float32)
-        return self.matrix @ query.astype(np.float32)
+        # einsum's own loop, not BLAS: OpenBLAS's threads spin against each other when 20 request threads
+        # each ask for a product (measured: 15 ms a product instead of 0.4 ms, and the CPU burnt)
+        return np.einsum("ij,j->i", self.matrix, query.astype(np.float32))
 
     def vector(self, item_id: str) -> np.ndarray | None:
         n = self.position.get(item_id)
