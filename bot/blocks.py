@@ -90,18 +90,20 @@ def item_message(item: Item, matched: Sequence[str] = ()) -> dict[str, Any]:
     if item.summary:
         blocks.append(SectionBlock(text=md(escape(snippet(item.summary)))))
     url = safe_url(item.link)
-    buttons = [related_button(item)]
-    if url:
-        buttons.insert(
-            0,
-            ButtonElement(
-                text=PlainTextObject(text="Read"),
-                url=url[:3000],
-                action_id="open_item",
-                value=item.id[:2000],
-            ),
+    if url:  # an item whose link could break out of its brackets gets no buttons (their values echo the id)
+        blocks.append(
+            ActionsBlock(
+                elements=[
+                    ButtonElement(
+                        text=PlainTextObject(text="Read"),
+                        url=url[:3000],
+                        action_id="open_item",
+                        value=item.id[:2000],
+                    ),
+                    related_button(item),
+                ]
+            )
         )
-    blocks.append(ActionsBlock(elements=buttons))
     topics = [k for k in matched if k.startswith(TOPIC_PREFIX)]
     keywords = [k for k in matched if not k.startswith(TOPIC_PREFIX)]
     if keywords:

@@ -13,7 +13,17 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from bot.blocks import KIND_LABEL, cut, day, escape, format_authors, related_button, snippet, title_link
+from bot.blocks import (
+    KIND_LABEL,
+    cut,
+    day,
+    escape,
+    format_authors,
+    related_button,
+    safe_url,
+    snippet,
+    title_link,
+)
 from bot.models import FeedState, Item, SearchHit, Subscription
 from bot.search.highlight import WordMatcher, highlighted_snippet
 from bot.store import utcnow
@@ -168,7 +178,8 @@ def search_reply(
     blocks.append(context(f"Results for {quoted(text)}" + (f" · the top {len(hits)}" if more else "")))
     for hit in hits:
         blocks += item_blocks(hit.item, highlighted_snippet(hit.item.summary, matcher, 300))
-        blocks[-2]["accessory"] = related_button(hit.item).to_dict()
+        if safe_url(hit.item.link):
+            blocks[-2]["accessory"] = related_button(hit.item).to_dict()
     titles = "; ".join(escape(cut(h.item.title, 100)) for h in hits)
     searched = f"Searched for {quoted(searched_for)}. " if searched_for else ""
     return f"{searched}{len(hits)} result(s) for {quoted(text)}: {titles}", blocks

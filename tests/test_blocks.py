@@ -90,8 +90,7 @@ def test_a_link_that_could_break_out_of_its_brackets_is_not_linked() -> None:
     message = blocks.item_message(make(link="https://example.com/a|<!channel>"))
     wire = json.dumps([message["text"], message["blocks"]])  # what Slack renders (metadata is not)
     assert "<!channel>" not in wire and "|<" not in wire
-    buttons = [e for b in message["blocks"] if b["type"] == "actions" for e in b["elements"]]
-    assert [b["text"]["text"] for b in buttons] == ["Related"] and all("url" not in b for b in buttons)
+    assert all(b["type"] != "actions" for b in message["blocks"])
 
 
 def test_the_snippet_is_about_300_characters_cut_on_a_word() -> None:
