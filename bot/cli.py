@@ -279,7 +279,8 @@ def cmd_backfill(settings: Settings, args: argparse.Namespace) -> int:
                     len(index.items), added, enriched, sum(index.skipped.values()), index.skipped_note()
                 )
             else:
-                result = research_index.backfill(open_store(settings), client, url, progress=progress)
+                store = open_store(settings)
+                result = research_index.backfill(store, client, url, progress=progress)
     except IndexReadError as exc:
         raise Failure(f"backfill failed: {exc}") from None
     finally:
@@ -287,6 +288,11 @@ def cmd_backfill(settings: Settings, args: argparse.Namespace) -> int:
             print("\r\033[K", end="", file=sys.stderr, flush=True)
     if result.note:
         _err(f"warning: {result.note}")
+    if not args.dry_run and (result.added or result.enriched):
+        try:  # the new posts' vectors, for search by meaning, now rather than at the first search
+            _embed_archive(settings, store, tty)
+        except BotError as exc:
+            _err(f"warning: search by meaning will embed the new posts later: {exc}")
     if args.json:
         _out(json.dumps({**result.as_json(), **({"dry_run": True} if args.dry_run else {})}))
     elif args.dry_run:
@@ -458,27 +464,33 @@ def cmd_related(settings: Settings, args: argparse.Namespace) -> int:
 def cmd_reindex(settings: Settings, args: argparse.Namespace) -> int:
     """The search index and every item's vector, rebuilt from the archive (vectors missing for the current
     model, or computed from an older text, are computed; stored ones of other models are dropped)."""
-    from bot.search.index import SearchIndex, build, meaning_model
-
     store = open_archive(settings)
-    tty = sys.stderr.isatty()
     started = time.monotonic()
-    snapshot = build(store)
+    count, model = _embed_archive(settings, store, sys.stderr.isatty(), recompute=True)
+    store.drop_item_vectors(model)
+    _out(f"reindexed {count:,} items ({model}) in {time.monotonic() - started:.1f} s")
+    return EXIT_OK
+
+
+def _embed_archive(settings: Settings, store: Any, tty: bool, *, recompute: bool = False) -> tuple[int, str]:
+    """The search index built and every item's vector computed (those missing, or all with `recompute`),
+    with progress on a terminal. Returns (items, model name)."""
+    from bot.search.index import SearchIndex, meaning_model
+
     index = SearchIndex(store, model=meaning_model(settings))
-    index._snapshot = snapshot  # noqa: SLF001 - the index just built, not a second build
+    snapshot = index.current()
 
     def progress(done: int, total: int) -> None:
         if tty:
-            sys.stderr.write(f"\rembedding {done:,} of {total:,} items …")
-            sys.stderr.flush()
+            print(f"\r\033[Kembedding {done:,} of {total:,} items …", end="", file=sys.stderr, flush=True)
 
-    vectors = index.vectors(snapshot, progress=progress, recompute=True)
-    if tty:
-        sys.stderr.write("\n")
+    try:
+        vectors = index.vectors(snapshot, progress=progress, recompute=recompute)
+    finally:
+        if tty:
+            print("\r\033[K", end="", file=sys.stderr, flush=True)
     assert vectors is not None
-    store.drop_item_vectors(vectors.model)
-    _out(f"reindexed {len(snapshot.rows):,} items ({vectors.model}) in {time.monotonic() - started:.1f} s")
-    return EXIT_OK
+    return len(snapshot.rows), vectors.model
 
 
 def _out(text: str) -> None:
