@@ -50,8 +50,8 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (  # (usage, what it does, an examp
     ("latest [n]", "the n newest items (default 5, at most 20)", "latest 10"),
     ("related <link or title words>", "the five items nearest to one in the archive", "related hey siri"),
     (
-        "subscribe [keywords…]",
-        "post new items in this channel: all of them, or only those matching a keyword",
+        "subscribe [keywords…] [about:\"topic\"]",
+        "post new items here: all, or those matching a keyword or (by meaning) an about: topic",
         'subscribe privacy "speech recognition"',
     ),
     ("unsubscribe", "stop posting new items in this channel", "unsubscribe"),
