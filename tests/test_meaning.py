@@ -213,3 +213,17 @@ def test_serve_embeds_new_items_in_the_background(store: Store) -> None:
     while new.id not in store.item_vectors(MODEL().name) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert new.id in store.item_vectors(MODEL().name)
+
+
+def test_an_endpoint_too_slow_for_a_query_leaves_the_search_to_keywords(corpus_store: Store) -> None:
+    from bot.search.embed import QUERY_TIMEOUT, RemoteModel
+    from tests.fakes.openai_api import FakeOpenAI
+
+    with FakeOpenAI() as api:
+        index = SearchIndex(corpus_store, model=lambda: RemoteModel(api.url, None, "m"))
+        assert search(index, "privacy").note is None  # the archive embedded through the endpoint
+        assert len(corpus_store.item_vectors("api:m")) == len(CORPUS)
+        api.delay = QUERY_TIMEOUT + 3
+        found = search(index, "privacy")
+    assert ids(found) == ids(search(SearchIndex(corpus_store), "privacy"))
+    assert found.note is not None and "unavailable" in found.note

@@ -10,8 +10,9 @@ tokenizer ship inside the wordllama wheel and are read from there explicitly. wo
 for the tokenizer elsewhere and may download it; its package is never imported here (importing it also
 configures the root logger), only its files are read, so loading never reaches the network.
 
-The endpoint (OpenAI-compatible `/embeddings`) follows the summary endpoint's rules: TIMEOUT seconds in all,
-a capped answer, one-line failures (EmbeddingError). `load` checks it once with a short probe; when that
+The endpoint (OpenAI-compatible `/embeddings`) follows the summary endpoint's rules: TIMEOUT seconds in all
+(QUERY_TIMEOUT for a single text, a search's query: search then matches words only), a capped answer,
+one-line failures (EmbeddingError). `load` checks it once with a short probe; when that
 fails, it logs one line and the bundled model is used instead.
 """
 
@@ -42,6 +43,7 @@ BUNDLED_NAME = f"wordllama-{BUNDLED_CONFIG}-{BUNDLED_DIM}"
 MAX_TEXT_CHARS = 4000  # of one text embedded (a title and an abstract fit)
 BATCH = 64  # texts per request to an endpoint
 TIMEOUT = 20.0
+QUERY_TIMEOUT = 2.0  # one text (a search's query) waits at most this: Slack wants an answer within 3 s
 MAX_RESPONSE_BYTES = 32 * 1024 * 1024  # 64 vectors of 3,072 floats as JSON are ~4 MB
 
 
@@ -135,7 +137,8 @@ class RemoteModel:
     def _request(self, texts: list[str]) -> np.ndarray:
         import httpx  # imported when an endpoint is first asked, not when `serve` starts
 
-        deadline = Deadline(self.timeout, "the embeddings endpoint")
+        timeout = min(self.timeout, QUERY_TIMEOUT) if len(texts) == 1 else self.timeout
+        deadline = Deadline(timeout, "the embeddings endpoint")
         try:
             if self.client is not None:
                 raw = self._post(self.client, texts, deadline)
@@ -145,7 +148,7 @@ class RemoteModel:
         except FeedError as exc:
             raise EmbeddingError(str(exc)) from None
         except httpx.TimeoutException:
-            raise EmbeddingError(f"no answer from the embeddings endpoint in {self.timeout:g} s") from None
+            raise EmbeddingError(f"no answer from the embeddings endpoint in {timeout:g} s") from None
         except (httpx.HTTPError, httpx.InvalidURL, httpx.StreamError) as exc:
             raise EmbeddingError(f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}") from None
         try:
