@@ -87,7 +87,11 @@ def _app(
 
 def make_services(settings: Settings, store: Store, client: WebClient | None) -> Services:
     """The dependencies the command handlers get."""
-    return Services(store=store, settings=settings, slack=client, summarizer=make_summarizer(settings))
+    from bot.search.index import SearchIndex, meaning_model
+
+    index = SearchIndex(store, model=meaning_model(settings))
+    return Services(store=store, settings=settings, slack=client, summarizer=make_summarizer(settings),
+                    index=index)
 
 
 def make_summarizer(settings: Settings) -> Summarizer | None:

@@ -23,12 +23,14 @@ from slack_sdk.models.blocks import (
 )
 
 from bot.models import Item
+from bot.search.match import TOPIC_PREFIX
 
 EVENT_TYPE = "mlresearch_item"
 BATCH_EVENT_TYPE = "mlresearch_batch"
 BATCH_TITLE_CHARS = 150
 BATCH_LISTED = 100  # titles listed in a burst's message at most; the thread holds every item
 MAX_BLOCKS = 50
+RELATED_ACTION_ID = "related_item"
 SNIPPET_CHARS = 300
 SECTION_TEXT_LIMIT = 3000
 TITLE_CHARS = 250
@@ -95,9 +97,14 @@ def item_message(item: Item, matched: Sequence[str] = ()) -> dict[str, Any]:
     if item.summary:
         blocks.append(SectionBlock(text=md(escape(snippet(item.summary)))))
     blocks.append(item_actions(item))
-    if matched:
-        words = ", ".join(escape(cut(k, 60)) for k in matched[:10])
+    topics = [k for k in matched if k.startswith(TOPIC_PREFIX)]
+    keywords = [k for k in matched if not k.startswith(TOPIC_PREFIX)]
+    if keywords:
+        words = ", ".join(escape(cut(k, 60)) for k in keywords[:10])
         blocks.append(ContextBlock(elements=[md(f"Matched your keywords: {words}")]))
+    for topic in topics[:3]:
+        why = escape(cut(topic[len(TOPIC_PREFIX):], 200))
+        blocks.append(ContextBlock(elements=[md(f"Matched your topic by meaning: {why}")]))
     return {
         "text": fallback_text(item),
         "blocks": [b.to_dict() for b in blocks],
@@ -110,7 +117,8 @@ def item_message(item: Item, matched: Sequence[str] = ()) -> dict[str, Any]:
 
 def item_actions(item: Item, *, read: bool = True) -> ActionsBlock:
     """The item's buttons, in one actions block: Read (the link, when it is a plain http(s) URL, and
-    `read`), Save (to the clicker's reading list)."""
+    `read`), Save (to the clicker's reading list), Related (the nearest items; not for an item whose link is
+    not a plain URL, as Read)."""
     elements: list[ButtonElement] = []
     url = safe_url(item.link)
     if url and read:
@@ -119,6 +127,8 @@ def item_actions(item: Item, *, read: bool = True) -> ActionsBlock:
                           value=item.id[:ACTION_VALUE_LIMIT])
         )
     elements.append(save_button(item))
+    if url:
+        elements.append(related_button(item))
     return ActionsBlock(elements=elements)
 
 
@@ -138,6 +148,12 @@ def follow_message(item: Item, matched: Sequence[str]) -> dict[str, Any]:
     message["text"] = cut(f"New for you ({', '.join(escape(cut(k, 60)) for k in matched[:3])}): "
                           f"{message['text']}", FALLBACK_TEXT_LIMIT)
     return message
+
+
+def related_button(item: Item) -> ButtonElement:
+    """The **Related** button: its click answers (ephemerally) with the items nearest to this one."""
+    return ButtonElement(text=PlainTextObject(text="Related"), action_id=RELATED_ACTION_ID,
+                         value=item.id[:2000])
 
 
 def fallback_text(item: Item) -> str:

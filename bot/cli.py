@@ -14,6 +14,7 @@ import argparse
 import json
 import logging
 import sys
+import time
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
@@ -67,6 +68,12 @@ def build_parser() -> argparse.ArgumentParser:
     summarize.add_argument("topic", nargs="+")
     summarize.add_argument("--json", action="store_true")
 
+    related = sub.add_parser("related", help="the items nearest to an archive item")
+    related.add_argument("item", nargs="+", help="a link to an archive item, or words of its title")
+    related.add_argument("--limit", type=int, default=5, help="at most this many items (default 5)")
+    related.add_argument("--json", action="store_true", help="print a JSON list (as search --json does)")
+
+    sub.add_parser("reindex", help="rebuild what search derives from the archive (index, vectors)")
     sub.add_parser("shell", help="a local console in place of Slack")
     sub.add_parser("migrate", help="create or upgrade the database schema (Heroku's release phase runs it)")
     return parser
@@ -109,6 +116,8 @@ def _main(argv: list[str]) -> int:
         "backfill": cmd_backfill,
         "search": cmd_search,
         "summarize": cmd_summarize,
+        "related": cmd_related,
+        "reindex": cmd_reindex,
         "shell": cmd_shell,
         "migrate": cmd_migrate,
     }[args.command]
@@ -270,7 +279,8 @@ def cmd_backfill(settings: Settings, args: argparse.Namespace) -> int:
                     len(index.items), added, enriched, sum(index.skipped.values()), index.skipped_note()
                 )
             else:
-                result = research_index.backfill(open_store(settings), client, url, progress=progress)
+                store = open_store(settings)
+                result = research_index.backfill(store, client, url, progress=progress)
     except IndexReadError as exc:
         raise Failure(f"backfill failed: {exc}") from None
     finally:
@@ -278,6 +288,11 @@ def cmd_backfill(settings: Settings, args: argparse.Namespace) -> int:
             print("\r\033[K", end="", file=sys.stderr, flush=True)
     if result.note:
         _err(f"warning: {result.note}")
+    if not args.dry_run and (result.added or result.enriched):
+        try:  # the new posts' vectors, for search by meaning, now rather than at the first search
+            _embed_archive(settings, store, tty)
+        except BotError as exc:
+            _err(f"warning: search by meaning will embed the new posts later: {exc}")
     if args.json:
         _out(json.dumps({**result.as_json(), **({"dry_run": True} if args.dry_run else {})}))
     elif args.dry_run:
@@ -314,31 +329,37 @@ def _nothing_found(store: Any, message: str) -> str:
     return EMPTY_ARCHIVE if store.count_items() == 0 else message
 
 
+def _hits_json(hits: Sequence[Any]) -> str:
+    return json.dumps(
+        [
+            {
+                "id": h.item.id,
+                "title": h.item.title,
+                "link": h.item.link,
+                "published": h.item.published.strftime("%Y-%m-%d"),
+                "score": h.score,
+            }
+            for h in hits
+        ],
+        ensure_ascii=False,
+    )
+
+
 def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
-    from bot.search.index import SearchIndex
+    from bot.search.index import SearchIndex, meaning_model
     from bot.search.query import search
 
     store = open_archive(settings)
     query = " ".join(args.query)
-    found = search(SearchIndex(store), query, limit=args.limit)
+    found = search(SearchIndex(store, model=meaning_model(settings)), query, limit=args.limit)
     hits = found.hits
     if args.json:
-        _out(
-            json.dumps(
-                [
-                    {
-                        "id": h.item.id,
-                        "title": h.item.title,
-                        "link": h.item.link,
-                        "published": h.item.published.strftime("%Y-%m-%d"),
-                        "score": h.score,
-                    }
-                    for h in hits
-                ],
-                ensure_ascii=False,
-            )
-        )
+        _out(_hits_json(hits))
         return EXIT_OK
+    if hits and found.expanded:
+        _out(f"searched for {found.expanded}")
+    if found.note:
+        _err(found.note)
     if not hits:
         hint = "try fewer or broader words, or check the spelling"
         _out(_nothing_found(store, f"no results for {query!r}: {hint}"))
@@ -354,12 +375,13 @@ def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_summarize(settings: Settings, args: argparse.Namespace) -> int:
-    from bot.search.index import SearchIndex
+    from bot.search.index import SearchIndex, meaning_model
     from bot.summarize import Summarizer
 
     topic = " ".join(" ".join(args.topic).split())
     store = open_archive(settings)
-    summary = Summarizer.from_settings(settings).summarize(SearchIndex(store), topic)
+    index = SearchIndex(store, model=meaning_model(settings))
+    summary = Summarizer.from_settings(settings).summarize(index, topic)
     if summary is None:  # nothing found is not a failure: a message, or a null summary under --json
         if args.json:
             _out(json.dumps({"topic": topic, "summary": None, "items": []}, ensure_ascii=False))
@@ -409,6 +431,66 @@ def cmd_shell(settings: Settings, args: argparse.Namespace) -> int:
 
 def _item_json(item: Any) -> dict[str, str]:
     return {"id": item.id, "title": item.title, "link": item.link, "published": f"{item.published:%Y-%m-%d}"}
+
+
+def cmd_related(settings: Settings, args: argparse.Namespace) -> int:
+    from bot.search.index import SearchIndex, meaning_model
+    from bot.search.query import MAX_LIMIT
+    from bot.search.related import find_item, related
+
+    if not 1 <= args.limit <= MAX_LIMIT:
+        raise UsageError(f"--limit must be between 1 and {MAX_LIMIT}")
+    store = open_archive(settings)
+    if store.count_items() == 0:
+        if args.json:
+            _out("[]")
+        else:
+            _out(EMPTY_ARCHIVE)
+        return EXIT_OK
+    index = SearchIndex(store, model=meaning_model(settings))
+    item = find_item(index, " ".join(args.item))
+    found = related(index, item, args.limit)
+    if args.json:
+        _out(_hits_json(found))
+        return EXIT_OK
+    _out(f"related to: {item.title}")
+    for rank, hit in enumerate(found, 1):
+        _out(f"{rank:>2}. {hit.item.title}\n    {hit.item.published:%Y-%m-%d}  {hit.item.link}")
+        if hit.shares:
+            _out(f"    shares: {hit.shares}")
+    return EXIT_OK
+
+
+def cmd_reindex(settings: Settings, args: argparse.Namespace) -> int:
+    """The search index and every item's vector, rebuilt from the archive (vectors missing for the current
+    model, or computed from an older text, are computed; stored ones of other models are dropped)."""
+    store = open_archive(settings)
+    started = time.monotonic()
+    count, model = _embed_archive(settings, store, sys.stderr.isatty(), recompute=True)
+    store.drop_item_vectors(model)
+    _out(f"reindexed {count:,} items ({model}) in {time.monotonic() - started:.1f} s")
+    return EXIT_OK
+
+
+def _embed_archive(settings: Settings, store: Any, tty: bool, *, recompute: bool = False) -> tuple[int, str]:
+    """The search index built and every item's vector computed (those missing, or all with `recompute`),
+    with progress on a terminal. Returns (items, model name)."""
+    from bot.search.index import SearchIndex, meaning_model
+
+    index = SearchIndex(store, model=meaning_model(settings))
+    snapshot = index.current()
+
+    def progress(done: int, total: int) -> None:
+        if tty:
+            print(f"\r\033[Kembedding {done:,} of {total:,} items …", end="", file=sys.stderr, flush=True)
+
+    try:
+        vectors = index.vectors(snapshot, progress=progress, recompute=recompute)
+    finally:
+        if tty:
+            print("\r\033[K", end="", file=sys.stderr, flush=True)
+    assert vectors is not None
+    return len(snapshot.rows), vectors.model
 
 
 def _out(text: str) -> None:

@@ -27,8 +27,9 @@ from bot.errors import SearchError, StoreError
 from bot.models import Subscription
 from bot.search.highlight import matcher_for_text
 from bot.search.index import SearchIndex
-from bot.search.match import split_keywords
+from bot.search.match import MAX_KEYWORD_CHARS, TOPIC_PREFIX, split_keywords
 from bot.search.query import parse_query
+from bot.search.related import find_item, related
 from bot.store import Store, utcnow
 from bot.summarize import Summarizer
 from bot.views import SHARE_ACTION_ID, Blocks
@@ -36,6 +37,7 @@ from bot.views import SHARE_ACTION_ID, Blocks
 log = logging.getLogger("bot.commands")
 
 SEARCH_RESULTS = 5
+RELATED_RESULTS = 5
 LATEST_DEFAULT = 5
 LATEST_MAX = 20
 SHAREABLE = ("search", "latest", "summarize")
@@ -202,10 +204,21 @@ def cmd_search(rest: str, inv: Invocation, services: Services) -> Reply:
     shown = hits[:SEARCH_RESULTS]
     summaries = " ".join(h.item.summary for h in shown)
     searched = parse_query(found.searched_for).terms if found.searched_for else query.terms
+    if found.expanded:  # the glossary's forms are highlighted too
+        searched = (*searched, *parse_query(found.expanded).terms)
     matcher = matcher_for_text(summaries, searched, prefix_last=query.prefix_last and not found.searched_for)
     reply = views.search_reply(rest, shown, matcher, more=len(hits) > SEARCH_RESULTS,
-                               searched_for=found.searched_for)
+                               searched_for=found.searched_for, expanded=found.expanded, note=found.note)
     return _shareable(reply)
+
+
+def cmd_related(rest: str, inv: Invocation, services: Services) -> Reply:
+    if not rest:
+        return line(f"Usage: `{C} related &lt;link or title words&gt;`, e.g. `{C} related hey siri`.")
+    if services.store.count_items() == 0:
+        return line("The archive is empty, so nothing is related to anything yet. It fills at the next poll.")
+    item = find_item(services.index, rest, services.store)  # SearchError: one line
+    return Reply(*views.related_reply(item, related(services.index, item, RELATED_RESULTS, services.store)))
 
 
 def cmd_latest(rest: str, inv: Invocation, services: Services) -> Reply:
@@ -242,7 +255,8 @@ def cmd_subscribe(rest: str, inv: Invocation, services: Services) -> Reply:
     rest, mode, at, problem = _digest_options(rest)
     if problem:
         return line(problem)
-    keywords = split_keywords(rest)
+    rest, topics = about_topics(rest)
+    keywords = split_keywords(rest) + topics
     if rest and not keywords:
         return line(
             f"I found no words to filter on in {views.quoted(rest, 40)}; nothing was changed. Keywords are "
@@ -338,6 +352,26 @@ def _time_zone(inv: Invocation, services: Services) -> tuple[str, str]:
     return name, ""
 
 
+_ABOUT = re.compile(r'(?<!\S)about:(?:"([^"]*)"?|“([^”]*)”?|(\S*))', re.IGNORECASE)
+MAX_TOPICS = 3
+
+
+def about_topics(text: str) -> tuple[str, list[str]]:
+    """The text without its about: parts, and their topics as stored keywords ("about:on-device efficiency":
+    lower case, words only, matched by meaning at ingest, see bot.search.topics)."""
+    topics: list[str] = []
+    for groups in _ABOUT.findall(text):
+        words = re.findall(r"[\w-]+", "".join(groups).lower())
+        topic = " ".join(words)[:MAX_KEYWORD_CHARS]
+        if topic and TOPIC_PREFIX + topic not in topics:
+            topics.append(TOPIC_PREFIX + topic)
+    if len(topics) > MAX_TOPICS:
+        raise SearchError(f"Subscribe to at most {MAX_TOPICS} about: topics at once.")
+    if _ABOUT.search(text) and not topics:
+        raise SearchError('about: needs a topic, for example about:"on-device efficiency".')
+    return _ABOUT.sub(" ", text).strip(), topics
+
+
 def cmd_unsubscribe(rest: str, inv: Invocation, services: Services) -> Reply:
     if rest:
         return line(
@@ -352,7 +386,8 @@ def cmd_unsubscribe(rest: str, inv: Invocation, services: Services) -> Reply:
 
 
 def cmd_follow(rest: str, inv: Invocation, services: Services) -> Reply:
-    keywords = split_keywords(rest)
+    rest, topics = about_topics(rest)  # about:"topic": matched by meaning, as a subscription's
+    keywords = split_keywords(rest) + topics
     if not keywords:
         found = f"I found no words to follow in {views.quoted(rest, 40)}; nothing was changed. " * bool(rest)
         return line(
@@ -367,7 +402,8 @@ def cmd_follow(rest: str, inv: Invocation, services: Services) -> Reply:
 
 
 def cmd_unfollow(rest: str, inv: Invocation, services: Services) -> Reply:
-    keywords = split_keywords(rest)
+    rest, topics = about_topics(rest)
+    keywords = split_keywords(rest) + topics
     if rest and not keywords:
         return line(
             f"I found no words in {views.quoted(rest, 40)}; nothing was changed. `{C} unfollow` with no "
@@ -419,6 +455,7 @@ HANDLERS: dict[str, Callable[[str, Invocation, Services], Reply]] = {
     "help": cmd_help,
     "search": cmd_search,
     "latest": cmd_latest,
+    "related": cmd_related,
     "summarize": cmd_summarize,
     "subscribe": cmd_subscribe,
     "unsubscribe": cmd_unsubscribe,

@@ -45,6 +45,9 @@ class Settings:
     summary_api_url: str | None = None
     summary_api_key: str | None = None
     summary_model: str | None = None
+    embeddings_api_url: str | None = None
+    embeddings_api_key: str | None = None
+    embeddings_model: str | None = None
     slack_client_id: str | None = None
     slack_client_secret: str | None = None
     slack_scopes: tuple[str, ...] = DEFAULT_SLACK_SCOPES
@@ -97,6 +100,10 @@ class Settings:
         if summary_url is not None and urlparse(summary_url).scheme not in ("http", "https"):
             raise ConfigError("SUMMARY_API_URL", f"must be an http(s) URL, got {summary_url!r}")
 
+        embeddings_url = get("EMBEDDINGS_API_URL")
+        if embeddings_url is not None and urlparse(embeddings_url).scheme not in ("http", "https"):
+            raise ConfigError("EMBEDDINGS_API_URL", f"must be an http(s) URL, got {embeddings_url!r}")
+
         return cls(
             slack_bot_token=token,
             slack_signing_secret=get("SLACK_SIGNING_SECRET"),
@@ -110,6 +117,9 @@ class Settings:
             summary_api_url=summary_url,
             summary_api_key=get("SUMMARY_API_KEY"),
             summary_model=get("SUMMARY_MODEL"),
+            embeddings_api_url=embeddings_url,
+            embeddings_api_key=get("EMBEDDINGS_API_KEY"),
+            embeddings_model=get("EMBEDDINGS_MODEL"),
             slack_client_id=client_id,
             slack_client_secret=client_secret,
             slack_scopes=scopes,

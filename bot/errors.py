@@ -18,6 +18,7 @@ error or a Slack reply); `REPORTS` maps a class to its exit status and to the li
     ├── SearchError             a query that cannot be run (also a ValueError; exit 2)
     │   └── SearchUnavailable   the search index is still being built
     ├── SummaryError            the summary endpoint's answer cannot be used (the extractive summary is)
+    ├── EmbeddingError          no vectors from the embedding model or endpoint (search uses keywords only)
     ├── SecretError             a sealed installation opens with none of the keys; never holds a token or key
     ├── WorkspaceUnavailable    no Slack client for a workspace (`reason`; `disable` stops the workspace)
     └── ServeError              `serve` could not start
@@ -127,6 +128,11 @@ class SearchUnavailable(SearchError):
 
 class SummaryError(BotError):
     """The abstractive summary could not be used; the extractive one is used instead."""
+
+
+class EmbeddingError(BotError):
+    """The embedding model could not be loaded, or the embeddings endpoint gave no usable answer; search by
+    meaning falls back to keywords (or to the bundled model)."""
 
 
 class SecretError(BotError):

@@ -61,6 +61,7 @@ def register(app: App, services: Services) -> None:
     app.action(blocks.SAVE_ACTION_ID)(ack=_ack, lazy=[listeners.save])
     app.action(views.REMOVE_ACTION_ID)(ack=_ack, lazy=[listeners.remove])
     app.action(blocks.OPEN_ACTION_ID)(_ack)  # a link button: Slack opens the link, and expects an ack
+    app.action(blocks.RELATED_ACTION_ID)(ack=_ack, lazy=[listeners.related])
     app.event("app_home_opened")(ack=_ack, lazy=[listeners.home])
     app.event("app_uninstalled")(listeners.uninstalled)
     app.event("tokens_revoked")(listeners.tokens_revoked)
@@ -276,6 +277,28 @@ class _Listeners:
             return
         log.info("event=item_removed team=%s user=%s removed=%s", team_id, user_id, removed)
         self._publish_home(client, team_id, user_id)
+
+    # the Related button -----------------------------------------------------------------------------
+
+    def related(self, body: dict[str, Any], respond: Respond | None, client: WebClient) -> None:
+        """The items nearest to the button's item, to the person who clicked, ephemerally."""
+        action = (body.get("actions") or [{}])[0]
+        user_id = str((body.get("user") or {}).get("id") or "")
+        team_id = str((body.get("team") or {}).get("id") or (body.get("user") or {}).get("team_id") or "")
+        channel_id = str((body.get("channel") or {}).get("id") or "")
+        inv = Invocation(text=f"related {str(action.get('value') or '')[:2000]}", team_id=team_id,
+                         channel_id=channel_id, user_id=user_id)
+        reply = commands.handle(inv, self.for_request(client))
+        if respond is not None and _respond_ok(respond, response_type="ephemeral", replace_original=False,
+                                               text=reply.text, blocks=reply.blocks):
+            return
+        if channel_id and user_id:
+            try:
+                client.chat_postEphemeral(channel=channel_id, user=user_id, text=reply.text,
+                                          blocks=reply.blocks)
+            except SlackApiError as exc:
+                log.warning("event=related_failed team=%s channel=%s error=%s", team_id[:20], channel_id[:20],
+                            str(exc.response.get("error") or "unknown_error"))
 
     # App Home ---------------------------------------------------------------------------------------
 

@@ -30,6 +30,8 @@ from bot import feed, poller, research_index
 from bot.config import Settings
 from bot.models import Item, PollResult
 from bot.poller import Deliver, Enrich, Poller
+from bot.search.index import meaning_model
+from bot.search.topics import TopicMatcher
 from bot.store import Store
 
 log = logging.getLogger("bot.pipeline")
@@ -67,6 +69,7 @@ class Pipeline:
         deliverer (the shell prints); `client` replaces the HTTP client made here (the caller closes it);
         `after` are the first hooks; `digest` replaces the digest step (one beside Slack's deliverer)."""
         index_url = research_index.index_url_for(settings.feed_url)
+        store.topic_matcher = TopicMatcher(meaning_model(settings))  # subscriptions' about: topics
         return cls(
             store=store,
             client=client or feed.make_client(),

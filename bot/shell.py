@@ -33,6 +33,7 @@ from bot.errors import LockTimeout, StoreError
 from bot.models import DeliveryReport, PollResult
 from bot.pipeline import Pipeline
 from bot.poller import Poller
+from bot.search.index import SearchIndex, meaning_model
 from bot.store import SQLiteStore, Store, open_store, utcnow
 from bot.summarize import Summarizer
 
@@ -290,7 +291,8 @@ def run(
         archive.ensure()  # the first background poll starts at once
     if summarizer is None and settings.summary_enabled:
         summarizer = Summarizer.from_settings(settings)
-    services = Services(store=store, settings=settings, slack=None, summarizer=summarizer)
+    services = Services(store=store, settings=settings, slack=None, summarizer=summarizer,
+                        index=SearchIndex(store, model=meaning_model(settings)))
     console = Console(stdout)
     # The poll pipeline of `poll` and `serve` (enrichment included), delivering by printing here.
     pipeline = Pipeline.from_settings(settings, store, deliver=ShellDeliverer(console), client=http_client,

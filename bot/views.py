@@ -51,10 +51,11 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (  # (usage, what it does, an examp
     ),
     ("summarize <topic>", "what Apple's research says about a topic, with sources", "summarize diffusion"),
     ("latest [n]", "the n newest items (default 5, at most 20)", "latest 10"),
+    ("related <link or title words>", "the five items nearest to one in the archive", "related hey siri"),
     (
-        "subscribe [keywords…] [digest:daily|weekly] [at:HH:MM]",
-        "post new items in this channel: all of them, or only those matching a keyword; digest: one message "
-        "a day (or each Monday) at 09:00 your time, or at:",
+        "subscribe [keywords…] [about:\"topic\"] [digest:daily|weekly] [at:HH:MM]",
+        "post new items in this channel: all of them, or those matching a keyword or (by meaning) an about: "
+        "topic; digest: one message a day (or each Monday) at 09:00 your time, or at:",
         'subscribe privacy "speech recognition"',
     ),
     ("unsubscribe", "stop posting new items in this channel", "unsubscribe"),
@@ -175,11 +176,16 @@ def usage_reply(word: str) -> tuple[str, Blocks]:
 
 
 def search_reply(
-    text: str, hits: Sequence[SearchHit], matcher: WordMatcher, more: bool, searched_for: str | None = None
+    text: str, hits: Sequence[SearchHit], matcher: WordMatcher, more: bool, searched_for: str | None = None,
+    expanded: str | None = None, note: str | None = None,
 ) -> tuple[str, Blocks]:
     if not hits:
         return no_results(text)
     blocks: Blocks = [context(f"Searched for {quoted(searched_for)}")] if searched_for else []
+    if expanded:
+        blocks.append(context(f"Searched for {escape(cut(expanded, 300))}"))
+    if note:
+        blocks.append(context(escape(note)))
     blocks.append(context(f"Results for {quoted(text)}" + (f" · the top {len(hits)}" if more else "")))
     for hit in hits:
         blocks += item_blocks(hit.item, highlighted_snippet(hit.item.summary, matcher, 300))
@@ -187,6 +193,18 @@ def search_reply(
     titles = "; ".join(escape(cut(h.item.title, 100)) for h in hits)
     searched = f"Searched for {quoted(searched_for)}. " if searched_for else ""
     return f"{searched}{len(hits)} result(s) for {quoted(text)}: {titles}", blocks
+
+
+def related_reply(item: Item, related: Sequence[Any]) -> tuple[str, Blocks]:
+    """The items nearest to `item` (bot.search.related.Related), one line each on what they share."""
+    if not related:
+        return one_line(f"Nothing in the archive is near {quoted(item.title, 120)} yet.")
+    blocks: Blocks = [context(f"Related to *{title_link(item, 150)}*")]
+    for hit in related:
+        shared = f"Shares: {escape(cut(hit.shares, 200))}" if hit.shares else "Near in meaning"
+        blocks.append(section(f"*{title_link(hit.item, 150)}* ({day(hit.item)})\n{shared}"))
+    titles = "; ".join(escape(cut(h.item.title, 100)) for h in related)
+    return f"Related to {escape(cut(item.title, 100))}: {titles}", blocks
 
 
 def no_results(text: str) -> tuple[str, Blocks]:
@@ -290,14 +308,16 @@ def status_reply(
 def keywords_text(keywords: Sequence[str]) -> str:
     if not keywords:
         return "every new item (no keyword filter)"
-    return "only new items matching " + ", ".join(f"`{escape(k)}`" for k in keywords)
+    return "only new items matching " + ", ".join(
+        f"`{escape(k)}` (by meaning)" if k.startswith("about:") else f"`{escape(k)}`" for k in keywords)
 
 
 # --- follows --------------------------------------------------------------------------------------------
 
 
 def follows_text(keywords: Sequence[str]) -> str:
-    return ", ".join(f"`{escape(k)}`" for k in keywords)
+    return ", ".join(f"`{escape(k)}` (by meaning)" if k.startswith("about:") else f"`{escape(k)}`"
+                     for k in keywords)
 
 
 def follow_reply(added: Sequence[str], over: Sequence[str], now: Sequence[str]) -> tuple[str, Blocks]:

@@ -411,3 +411,26 @@ def test_manifest_matches_the_app() -> None:
     assert manifest["features"]["app_home"]["messages_tab_enabled"] is True
     assistant = manifest["features"]["assistant_view"]
     assert assistant["assistant_description"] and assistant["suggested_prompts"]
+
+
+# --- the Related button --------------------------------------------------------------------------------
+
+
+def test_the_related_button_answers_ephemerally_with_the_nearest_items(
+    bot: ServeProcess, hooks: Recorder, store: Store
+) -> None:
+    item = store.latest(1)[0]
+    status, _ = bot.action("related_item", item.id, response_url=hooks.url("/related/ok"))
+    assert status == 200
+    assert hooks.wait_for(lambda r: len(r.to("/related/ok")) >= 1)
+    [answer] = (r.json for r in hooks.to("/related/ok"))
+    assert answer["response_type"] == "ephemeral" and answer["replace_original"] is False
+    dumped = json.dumps(rendered(answer), ensure_ascii=False)
+    assert "Related to" in dumped and item.title[:40] in dumped and "Traceback" not in dumped
+
+
+def test_search_results_carry_a_related_button(bot: ServeProcess) -> None:
+    status, answer = bot.command("search learning")
+    related = [e for b in answer["blocks"] if b["type"] == "actions" for e in b["elements"]
+               if e.get("action_id") == "related_item"]
+    assert status == 200 and related and all(r["value"] for r in related)

@@ -441,3 +441,13 @@ def test_a_large_backfill_leaves_the_archive_searchable(store: Store) -> None:
     assert sample.id in [h.item.id for h in hits]
     by_author = search_module.search(searchable, f'author:"{sample.authors[0]}"', limit=50).hits
     assert sample.id in [h.item.id for h in by_author]
+
+
+def test_cli_backfill_embeds_the_new_posts_quietly(env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from bot.search.embed import BUNDLED_NAME
+
+    assert cli.main(["backfill", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["added"] == 14 and err == ""
+    store = SQLiteStore(env)
+    assert len(store.item_vectors(BUNDLED_NAME)) == store.count_items()

@@ -39,16 +39,18 @@ def texts(message: dict[str, Any]) -> list[str]:
     return found
 
 
-def test_the_post_has_a_linked_title_day_kind_snippet_and_read_button() -> None:
+def test_the_post_has_a_linked_title_day_kind_snippet_and_read_and_related_buttons() -> None:
     message = blocks.item_message(make())
     title, context, snippet, actions = message["blocks"]
     assert title["text"]["text"] == f"*<{LINK}|BalCapRL: Image Captioning>*"
     assert context["type"] == "context" and context["elements"][0]["text"] == "Paper · 2026-05-11"
     assert snippet["text"]["text"] == "Image captioning is fundamental."
-    read, save = actions["elements"]
+    read, save, related = actions["elements"]
     assert read["type"] == "button" and read["text"]["text"] == "Read" and read["url"] == LINK
     assert save["text"]["text"] == "Save" and save["action_id"] == "save_item" and save["value"] == LINK
     assert "url" not in save
+    assert related["text"]["text"] == "Related" and related["action_id"] == blocks.RELATED_ACTION_ID
+    assert related["value"] == LINK and "url" not in related
 
 
 def test_fallback_text_unfurls_and_metadata() -> None:

@@ -378,7 +378,7 @@ def test_a_long_reading_list_is_cut_to_fit_the_home_and_says_so(store: Store, ap
     assert f"Showing the {len(shown)} most recently saved of your 120 items" in rendered(view)
 
 
-def test_search_results_and_channel_posts_carry_save(store: Store, slack_api: FakeSlack) -> None:
+def test_search_results_and_channel_posts_carry_save_and_related(store: Store, slack_api: FakeSlack) -> None:
     arrive(store, SPEECH)
     reply = ask(store, "search speech recognition")
     saves = [e for b in reply.blocks if b["type"] == "actions" for e in b["elements"]
@@ -386,7 +386,7 @@ def test_search_results_and_channel_posts_carry_save(store: Store, slack_api: Fa
     assert SPEECH.id in {e["value"] for e in saves}
     post = blocks.item_message(SPEECH)
     [actions] = [b for b in post["blocks"] if b["type"] == "actions"]
-    assert [e["text"]["text"] for e in actions["elements"]] == ["Read", "Save"]
+    assert [e["text"]["text"] for e in actions["elements"]] == ["Read", "Save", "Related"]
 
 
 def test_the_shell_prints_its_users_follow_messages(store: Store) -> None:
@@ -426,3 +426,18 @@ def test_the_home_lists_no_channel_when_slack_cannot_say_which_the_person_is_in(
     text = rendered(published(slack_api, ALICE, 1))
     assert "C0SUBS" not in text and "secret project" not in text
     assert "Subscribed here: 1 channel, none of which you are in." in text
+
+
+def test_a_follow_can_be_a_topic_matched_as_a_subscriptions_about_topic(
+    store: Store, slack_api: FakeSlack
+) -> None:
+    """`follow about:"topic"` is matched as `subscribe about:` is (here without a model: by the topic's
+    words), and the message says it matched by meaning."""
+    reply = ask(store, 'follow about:"speech on device"')
+    assert "`about:speech on device` (by meaning)" in reply.text
+    arrive(store, SPEECH, VISION)
+    assert deliverer(slack_api)(store).delivered == 1
+    [dm] = dms(slack_api, ALICE)
+    assert dm["metadata"]["event_payload"]["item_id"] == SPEECH.id
+    assert "about:speech on device" in json.dumps(dm["blocks"])
+    assert ask(store, 'unfollow about:"speech on device"').text and store.follows(TEAM, ALICE) == []

@@ -23,22 +23,32 @@ answer.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import threading
 from collections import Counter
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, time, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import tantivy
 
-from bot.errors import SearchUnavailable
+from bot.config import Settings
+from bot.errors import BotError, SearchError, SearchUnavailable
 from bot.feed import kind_of
 from bot.models import Item, SearchHit
+from bot.search import glossary
 from bot.search.analysis import ANALYZER_NAME, analyzer, terms
 from bot.search.query import Query
 from bot.store import Store
 from bot.store.models import from_iso, row_item
+
+if TYPE_CHECKING:
+    from bot.search.embed import Embedder
+    from bot.search.vectors import Progress, Vectors
+
+log = logging.getLogger("bot.search")
 
 TITLE_BOOST = 5.0
 AUTHORS_BOOST = 0.5
@@ -54,6 +64,20 @@ WRITER_THREADS = 2
 REBUILD_SHARE = 0.2
 SHOULD = tantivy.Occur.Should
 _WORDS = re.compile(r"[^\W_]+")
+# Hybrid ranking (see SearchIndex.search): a blend of the keyword score (BM25, as a share of the best hit's)
+# and the similarity of meaning (cosine, scaled between the CANDIDATES-th best item's and the best's),
+# KEYWORD_WEIGHT for the first. Tuned on tests/data/judged_queries.json (benchmarks/bench_quality.py).
+KEYWORD_WEIGHT = 0.4
+CANDIDATES = 50  # nearest by meaning considered
+KEYWORD_CANDIDATES = 20  # best by keywords considered (20 ranks the judged set as 50 does, cheaper)
+EXPANSION_BOOST = 0.5  # a glossary form the query did not use weighs this much of the words it did
+NO_WORDS_FLOOR = 0.3  # with no keyword hit, matches by meaning alone need this cosine similarity
+_FILLER = """a about an and any are as at be by can do does for from has have how i in into is it its me of
+on or our say says show shows tell than that the their there these this to was we what when where which who
+why with you your"""
+STOPWORDS = frozenset(_FILLER.split())  # words that say nothing about a topic (as bot.summarize's)
+LOADING_NOTE = ("Search by meaning is still starting up: these results match your words only (nothing is "
+                "lost; ask again in a minute to also match by meaning).")
 
 
 @dataclass(frozen=True)
@@ -62,6 +86,8 @@ class Found:
 
     hits: list[SearchHit]
     searched_for: str | None = None
+    expanded: str | None = None  # the glossary forms searched too: "LLM, large language model"
+    note: str | None = None  # why these results match words only (search by meaning unavailable)
 
 
 @dataclass(frozen=True)
@@ -151,19 +177,40 @@ def _kind(row: dict[str, Any]) -> str:
 
 
 class SearchIndex:
-    """The archive's search index (see the module docstring); safe to share between threads."""
+    """The archive's search index (see the module docstring); safe to share between threads.
 
-    def __init__(self, store: Store, *, ready_wait: float = READY_WAIT) -> None:
+    `model` (a function returning an Embedder, e.g. `functools.partial(bot.search.embed.load, settings)`)
+    turns on search by meaning: it is called once, when the first search needs it (or in the background
+    after `start`); until the vectors are ready, or when the model fails to load, searches match words only
+    and `Found.note` says so. Without it, search is by keywords only."""
+
+    def __init__(self, store: Store, *, ready_wait: float = READY_WAIT,
+                 model: Callable[[], Embedder] | None = None) -> None:
         self.store = store
         self.ready_wait = ready_wait
         self._snapshot: _Snapshot | None = None
         self._lock = threading.Lock()
         self._starting = False
+        self._model_loader = model
+        self._model: Embedder | None = None
+        self._model_error: str | None = None
+        self._vectors: Vectors | None = None
+        self._vector_lock = threading.Lock()
+        self._background = False  # start() was called: the model loads there, searches never wait for it
+        self._refreshing = threading.Event()  # a background thread is embedding new items
+
+    @property
+    def meaning(self) -> bool:
+        """Whether search by meaning is configured."""
+        return self._model_loader is not None
 
     def start(self) -> threading.Thread:
-        """Build the index in a background thread (serve's start-up); searches meanwhile wait for it."""
+        """Build the index in a background thread (serve's start-up); searches meanwhile wait for it. Then
+        the embedding model loads and the vectors are read (or computed) there too; searches meanwhile match
+        words only."""
         self._lock.acquire()  # held from now on, so no search can start a build of its own meanwhile
         self._starting = True
+        self._background = True
         thread = threading.Thread(target=self._build_first, name="search-index", daemon=True)
         thread.start()
         return thread
@@ -175,6 +222,11 @@ class SearchIndex:
         finally:
             self._starting = False
             self._lock.release()
+        if self.meaning:
+            try:
+                self.vectors(self.current())
+            except BotError as exc:
+                log.warning("event=vectors_unavailable reason=%r", str(exc))
 
     def current(self, store: Store | None = None) -> _Snapshot:
         """The index as fresh as the archive: rebuilt when the store's change marker moved. `store` (a view of
@@ -195,16 +247,178 @@ class SearchIndex:
         finally:
             self._lock.release()
 
+    # search by meaning -------------------------------------------------------------------------------------
+
+    def model(self) -> Embedder:
+        """The embedding model, loaded on first use (EmbeddingError, one line, when it cannot be)."""
+        from bot.errors import EmbeddingError
+
+        if self._model is not None:
+            return self._model
+        if self._model_error is not None or self._model_loader is None:
+            raise EmbeddingError(self._model_error or "search by meaning is not configured")
+        with self._vector_lock:
+            if self._model is None and self._model_error is None:
+                try:
+                    self._model = self._model_loader()
+                except EmbeddingError as exc:
+                    self._model_error = str(exc)
+                    log.warning("event=embedding_model_failed reason=%r", str(exc))
+                    raise
+            if self._model is None:
+                raise EmbeddingError(self._model_error or "the embedding model is not loaded")
+            return self._model
+
+    def vectors(self, snapshot: _Snapshot, store: Store | None = None, progress: Progress | None = None,
+                wait: bool = True, recompute: bool = False) -> Vectors | None:
+        """The vectors of `snapshot`'s items (computed for those without one; for all with `recompute`).
+        None when another thread is computing them and `wait` is false."""
+        from bot.search.vectors import sync
+
+        current = self._vectors
+        if current is not None and current.marker == snapshot.marker and not recompute:
+            return current
+        model = self.model()
+        if not self._vector_lock.acquire(blocking=wait):
+            return None
+        try:
+            current = self._vectors
+            if current is None or current.marker != snapshot.marker or recompute:
+                current = self._vectors = sync(store or self.store, model, snapshot.rows, snapshot.marker,
+                                               _kind, None if recompute else current, progress, recompute)
+            return current
+        finally:
+            self._vector_lock.release()
+
+    def _refresh_in_background(self) -> None:
+        if self._refreshing.is_set():
+            return
+        self._refreshing.set()
+
+        def refresh() -> None:
+            try:
+                self.vectors(self.current())
+            except BotError as exc:
+                log.warning("event=vectors_refresh_failed reason=%r", str(exc))
+            finally:
+                self._refreshing.clear()
+
+        threading.Thread(target=refresh, name="search-vectors", daemon=True).start()
+
+    def _ready_vectors(self, snapshot: _Snapshot, store: Store | None) -> tuple[Vectors | None, str | None]:
+        """The vectors to search with, or None and a note saying why not."""
+        if not self.meaning:
+            return None, None
+        if self._background and (self._model is None or self._vectors is None) and self._model_error is None:
+            return None, LOADING_NOTE
+        previous = self._vectors
+        if self._background and previous is not None and previous.marker != snapshot.marker:
+            # serve: new items are embedded in the background; until then they match by words only
+            self._refresh_in_background()
+            return previous, None
+        try:
+            vectors = self.vectors(snapshot, store, wait=not self._background or self._vectors is None)
+        except BotError as exc:
+            return None, f"Search by meaning is unavailable ({' '.join(str(exc).split())[:150]}); these " \
+                         "results match your words only."
+        if vectors is None:  # another thread is embedding new items: the previous vectors serve meanwhile
+            vectors = self._vectors
+        return vectors, None
+
+    # searching ---------------------------------------------------------------------------------------------
+
     def search(self, query: Query, limit: int, store: Store | None = None) -> Found:
-        """The best `limit` hits for `query` (see the module docstring); `store` as in `current`."""
+        """The best `limit` hits for `query` (see the module docstring); `store` as in `current`.
+
+        With search by meaning, the ranking blends the keyword score (BM25 as a share of the best keyword
+        hit's) with the similarity of meaning (cosine similarity of the query's and each item's vectors,
+        scaled between the CANDIDATES-th best and the best of the items the filters allow), KEYWORD_WEIGHT to
+        the first: a blend, not reciprocal rank fusion, because it keeps how far ahead a hit is (an exact
+        title or a rare word beats everything in BM25, and stays first), where ranks alone would not."""
         snapshot = self.current(store)
-        text, searched_for = _text_query(snapshot, query)
+        if query.terms and not query.phrases and all(t in STOPWORDS for t in query.terms):
+            raise SearchError("Those are all common words (like 'the' or 'how'); add a word that says what "
+                              "you are looking for.")
+        expansions = glossary.expand(list(query.terms), query.text)
+        text, searched_for = _text_query(snapshot, query, expansions)
         clauses = [] if text is None else [(tantivy.Occur.Must, text)]
         clauses += _filters(query)
+        expanded = glossary.shown(expansions)
         dated = query.filters.since or query.filters.until
         if not clauses or (text is None and not query.filters.authors and not dated):
-            return Found([], searched_for)
-        return Found(_ranked(snapshot, _boolean(clauses), limit), searched_for)
+            return Found([], searched_for, expanded)
+        keyword = _boolean(clauses)
+        vectors, note = (None, None) if text is None else self._ready_vectors(snapshot, store)
+        if vectors is None:
+            return Found(_ranked(snapshot, keyword, limit), searched_for, expanded, note)
+        try:
+            hits = self._hybrid(snapshot, vectors, query, expansions, keyword, limit)
+        except BotError as exc:  # the endpoint failed on the query: words only
+            note = f"Search by meaning is unavailable ({' '.join(str(exc).split())[:150]}); these results " \
+                   "match your words only."
+            return Found(_ranked(snapshot, keyword, limit), searched_for, expanded, note)
+        return Found(hits, searched_for, expanded)
+
+    def _hybrid(self, snapshot: _Snapshot, vectors: Vectors, query: Query,
+                expansions: list[glossary.Expansion], keyword: tantivy.Query, limit: int) -> list[SearchHit]:
+        import numpy as np
+
+        words = [query.text or " ".join(query.terms)] + [" ".join(e.shown) for e in expansions]
+        qvec = self.model().embed([" ".join(words)])[0]
+        sims = vectors.similarities(qvec)
+        allowed = _allowed(snapshot, vectors, query)
+        if allowed is not None:
+            sims = np.where(allowed, sims, -np.inf)
+        keyword_hits = _scored(snapshot, keyword, KEYWORD_CANDIDATES)
+        nearest = np.argpartition(-sims, CANDIDATES)[:CANDIDATES] if len(sims) > CANDIDATES else \
+            np.arange(len(sims))
+        order = sorted((int(n) for n in nearest if np.isfinite(sims[n])),
+                       key=lambda n: (-float(sims[n]), vectors.ids[n]))
+        if not keyword_hits:  # none of the words is in the archive: only a clear match by meaning counts
+            order = [n for n in order if sims[n] >= NO_WORDS_FLOOR]
+        if not order:
+            return _ranked(snapshot, keyword, limit)
+        top, floor = float(sims[order[0]]), float(sims[order[-1]])
+        span = max(top - floor, 1e-6)
+        best_keyword = keyword_hits[0][0] if keyword_hits else 0.0
+        scores: dict[str, float] = {}
+        for score, item_id in keyword_hits:
+            n = vectors.position.get(item_id)
+            meaning = 0.0 if n is None else max(0.0, (float(sims[n]) - floor) / span)
+            share = score / best_keyword if best_keyword > 0 else 0.0
+            scores[item_id] = KEYWORD_WEIGHT * share + (1 - KEYWORD_WEIGHT) * meaning
+        for n in order:
+            item_id = vectors.ids[n]
+            if item_id not in scores:
+                scores[item_id] = (1 - KEYWORD_WEIGHT) * (float(sims[n]) - floor) / span
+        ranked = sorted(((round(score, 6), snapshot.rows[i]["published"], i) for i, score in scores.items()
+                         if i in snapshot.rows), key=lambda h: h[2])
+        ranked.sort(key=lambda h: h[:2], reverse=True)
+        return [SearchHit(snapshot.item(i), score) for score, _, i in ranked[:limit]]
+
+
+def _allowed(snapshot: _Snapshot, vectors: Vectors, query: Query) -> Any:
+    """The items the query's filters allow, as a boolean array in `vectors.ids` order (None: all)."""
+    import numpy as np
+
+    filters = query.filters
+    if not (filters.since or filters.until or filters.kind or filters.authors):
+        return None
+    mask = np.ones(len(vectors.ids), dtype=bool)
+    if filters.since:
+        mask &= vectors.published >= datetime.combine(filters.since, time(), tzinfo=UTC).timestamp()
+    if filters.until:  # the last day included, as _filters
+        after = datetime.combine(filters.until + timedelta(days=1), time(), tzinfo=UTC)
+        mask &= vectors.published < after.timestamp()
+    if filters.kind:
+        mask &= vectors.kinds == filters.kind
+    if filters.authors:
+        clauses = _filters(Query((), False, replace(filters, since=None, until=None, kind=None)))
+        searcher = snapshot.searcher
+        found = searcher.search(_boolean(clauses), len(snapshot.rows) or 1, count=False).hits
+        ids = {str(searcher.doc(address).get_first("id")) for _, address in found}
+        mask &= np.array([item_id in ids for item_id in vectors.ids], dtype=bool)
+    return mask
 
 
 def _boolean(clauses: list[tuple[tantivy.Occur, tantivy.Query]]) -> tantivy.Query:
@@ -253,9 +467,11 @@ def _prefixed(searcher: tantivy.Searcher, typed: str) -> list[str]:
     return chosen
 
 
-def _text_query(snapshot: _Snapshot, query: Query) -> tuple[tantivy.Query | None, str | None]:
+def _text_query(snapshot: _Snapshot, query: Query, expansions: list[glossary.Expansion] | None = None
+                ) -> tuple[tantivy.Query | None, str | None]:
     """The scoring part of a query (None when it has no words), and the query as searched when a word was
-    corrected."""
+    corrected. The glossary's other forms of an abbreviation or long form the query names are OR-ed in, each
+    as a phrase (an abbreviation also as its plural: "LLM" finds "LLMs")."""
     searcher = snapshot.searcher
     parts: list[tantivy.Query] = []
     shown: list[str] = []
@@ -286,6 +502,14 @@ def _text_query(snapshot: _Snapshot, query: Query) -> tuple[tantivy.Query | None
         if words:
             parts.append(_phrase(words, tuple(name for name, _ in TEXT_FIELDS)))
             shown.append('"' + " ".join(phrase) + '"')
+    for expansion in expansions or ():
+        for form in expansion.adds:
+            variants: list[list[str | tuple[int, str]]] = [list(form)]
+            if len(form) == 1:
+                variants.append([form[0] + "s"])
+            for variant in variants:
+                added = _phrase(variant, tuple(name for name, _ in TEXT_FIELDS))
+                parts.append(tantivy.Query.boost_query(added, EXPANSION_BOOST))
     if not parts:
         return (None if not query.terms else tantivy.Query.boolean_query([])), None
     text = parts[0] if len(parts) == 1 else tantivy.Query.boolean_query([(SHOULD, p) for p in parts])
@@ -366,6 +590,20 @@ def _filters(query: Query) -> list[tuple[tantivy.Occur, tantivy.Query]]:
     return [(occur, tantivy.Query.const_score_query(q, 0.0)) for occur, q in clauses]
 
 
+def _scored(snapshot: _Snapshot, query: tantivy.Query, limit: int) -> list[tuple[float, str]]:
+    """The best `limit` (score, id), best first, without building Items (the hybrid ranking's candidates);
+    ties with the last place are all read, as in `_ranked`, so both stores pick the same."""
+    searcher = snapshot.searcher
+    wanted = limit + 1
+    while True:
+        hits = searcher.search(query, wanted, count=False).hits
+        if len(hits) < wanted or hits[-1][0] < hits[limit - 1][0]:
+            break
+        wanted *= 4
+    found = [(round(float(score), 6), str(searcher.doc(address).get_first("id"))) for score, address in hits]
+    return sorted(found, key=lambda hit: (-hit[0], hit[1]))[:limit]
+
+
 def _ranked(snapshot: _Snapshot, query: tantivy.Query, limit: int) -> list[SearchHit]:
     """The best `limit` hits: score, then newest, then id. Hits tied with the last place are all read, so
     the order never depends on how tantivy breaks ties."""
@@ -385,3 +623,15 @@ def _ranked(snapshot: _Snapshot, query: tantivy.Query, limit: int) -> list[Searc
     ranked.sort(key=lambda hit: hit[2])
     ranked.sort(key=lambda hit: hit[:2], reverse=True)
     return [SearchHit(snapshot.item(key), score) for score, _, key in ranked[:limit]]
+
+
+def meaning_model(settings: Settings) -> Callable[[], Embedder]:
+    """The model loader `SearchIndex(model=...)` takes, for these settings (the embeddings endpoint when
+    configured, else the bundled model); numpy and the model are imported when it is called."""
+
+    def load() -> Embedder:
+        from bot.search.embed import load as load_model
+
+        return load_model(settings)
+
+    return load

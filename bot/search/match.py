@@ -16,6 +16,7 @@ from bot.search.analysis import terms
 _WORD = re.compile(r"\w+", re.UNICODE)
 MAX_KEYWORDS = 20
 MAX_KEYWORD_CHARS = 60
+TOPIC_PREFIX = "about:"  # a subscription keyword that is a topic matched by meaning: "about:privacy"
 
 
 def normalize_keywords(raw: Iterable[str]) -> list[str]:

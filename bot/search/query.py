@@ -54,6 +54,7 @@ class Query:
     prefix_last: bool
     filters: SearchFilters = field(default_factory=SearchFilters)
     phrases: tuple[tuple[str, ...], ...] = ()  # quoted words of two or more (their words are in terms too)
+    text: str = ""  # the words as typed, without filters (what search by meaning embeds)
 
 
 def parse_query(text: str) -> Query:
@@ -89,7 +90,8 @@ def parse_query(text: str) -> Query:
     # A prefix match on the last word (as typed, not followed by a space), once it is long enough to mean it.
     prefix_last = bool(rest) and bool(_WORD.search(rest[-1])) and len(words[-1]) >= MIN_PREFIX_CHARS
     filters = SearchFilters(since=since, until=until, kind=kind, authors=authors)
-    return Query(tuple(unique), prefix_last, filters, tuple(phrases[:MAX_TERMS]))
+    typed = " ".join(_WORD.findall(rest))[:MAX_QUERY_CHARS]
+    return Query(tuple(unique), prefix_last, filters, tuple(phrases[:MAX_TERMS]), typed)
 
 
 def _authors(text: str) -> tuple[str, ...]:

@@ -52,10 +52,10 @@ class ArchiveMixin(StoreBase):
             baseline = not baselined(db, url)
             new, updated = _merge(db, items, now)
             subs = active_subscriptions(db)
-            queued = 0 if baseline else queue_deliveries(db, new, subs, now)
-            queued += 0 if baseline else queue_follow_deliveries(db, new, now)
+            queued = 0 if baseline else queue_deliveries(db, new, subs, now, self.topic_matcher)
+            queued += 0 if baseline else queue_follow_deliveries(db, new, now, self.topic_matcher)
             if not baseline:
-                queue_digest_items(db, new, subs, now)
+                queue_digest_items(db, new, subs, now, self.topic_matcher)
             touch_feed(db, url)
             db.execute(
                 "UPDATE feed_state SET last_poll = ?, last_success = ?, error_streak = 0, etag = ?, "

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import copy
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import ClassVar, Self
 
 from bot.errors import StoreError
+from bot.models import Item
 from bot.store.conn import Conn
 
 # The schema's migrations, by name, in order: each backend applies exactly these (tests check it).
@@ -38,6 +39,7 @@ MIGRATIONS = (
     "m011_digests",
     "m012_follows_saved",
     "m013_answered_events",
+    "m014_item_vectors",
 )
 # A merge_index that adds or enriches this many items is followed by _after_bulk_merge.
 BULK_MERGE = 200
@@ -61,6 +63,9 @@ class StoreBase:
 
     backend: ClassVar[str] = ""
     _errors: ClassVar[tuple[type[Exception], ...]] = ()
+    # Matches new items to subscriptions' about: topics at ingest (bot.search.topics.TopicMatcher, set by the
+    # pipeline); None: topics match by their words.
+    topic_matcher: Callable[[Item, Sequence[str]], list[str]] | None = None
 
     def __init__(self) -> None:
         self._pin: _Pin | None = None

@@ -17,10 +17,9 @@ from datetime import datetime
 from typing import Any
 
 from bot.models import Digest, Item, Subscription
-from bot.search.match import matched_keywords
 from bot.store.base import StoreBase
 from bot.store.conn import Conn
-from bot.store.ledger import queue_deliveries
+from bot.store.ledger import TopicMatch, queue_deliveries, subscription_matches
 from bot.store.models import iso, row_digest, row_item, row_subscription, utcnow
 
 # m011_digests, for both backends: {id} is the backend's own key column, {ref} its integer type.
@@ -192,19 +191,19 @@ class DigestsMixin(StoreBase):
             )
 
 
-def queue_digest_items(db: Conn, items: Sequence[Item], subs: Sequence[Subscription], now: str | None) -> int:
+def queue_digest_items(db: Conn, items: Sequence[Item], subs: Sequence[Subscription], now: str | None,
+                       topics: TopicMatch | None = None) -> int:
     """At ingest: every new item waits for the next digest of each digest subscription it matches (the
-    per-item ledger leaves those subscriptions out). Returns how many were queued."""
+    per-item ledger leaves those subscriptions out; keywords and about: topics match as they do there).
+    Returns how many were queued."""
     rows: list[list[Any]] = []
     for sub in subs:
         if sub.digest is None:
             continue
         for item in items:
-            matched: list[str] = []
-            if sub.keywords:
-                matched = matched_keywords(item.title, item.summary, sub.keywords)
-                if not matched:
-                    continue
+            matched = subscription_matches(item, sub.keywords, topics)
+            if sub.keywords and not matched:
+                continue
             rows.append([sub.team_id, sub.channel_id, item.id, json.dumps(matched), now or iso(utcnow())])
     return db.executemany(
         "INSERT INTO digest_items (team_id, channel_id, item_id, matched, arrived_at) VALUES (?, ?, ?, ?, ?) "

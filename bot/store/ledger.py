@@ -6,11 +6,11 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from bot.models import Delivery, DeliveryBatch, Item, Subscription
-from bot.search.match import matched_keywords, matcher
+from bot.search.match import TOPIC_PREFIX, matched_keywords, matcher
 from bot.store.base import StoreBase
 from bot.store.conn import Conn
 from bot.store.models import iso, row_batch, row_delivery, utcnow
@@ -180,20 +180,23 @@ def batch_id_of(poll: str, team_id: str, channel_id: str) -> str:
     return hashlib.sha256(f"{poll}\x1f{team_id}\x1f{channel_id}".encode()).hexdigest()[:24]
 
 
-def queue_deliveries(db: Conn, items: Sequence[Item], subs: Sequence[Subscription], now: str | None) -> int:
+TopicMatch = Callable[[Item, Sequence[str]], list[str]]
+
+
+def queue_deliveries(db: Conn, items: Sequence[Item], subs: Sequence[Subscription], now: str | None,
+                     topics: TopicMatch | None = None) -> int:
     """A pending delivery for every (new item, matching subscription); the ledger's unique (item, team,
     channel) index makes a second one impossible. Every row records this poll (a fresh id), by which the
-    deliverer groups a burst. Returns how many were queued."""
+    deliverer groups a burst. Returns how many were queued. A keyword "about:<topic>" is matched by `topics`
+    (bot.search.topics: by meaning); its label, prefixed, is kept in `matched`."""
     poll = uuid.uuid4().hex
     rows: list[list[Any]] = []
     subs = [sub for sub in subs if sub.digest is None]  # a digest channel's items wait for its digest
     for item in items:
         for sub in subs:
-            matched: list[str] = []
-            if sub.keywords:
-                matched = matched_keywords(item.title, item.summary, sub.keywords)
-                if not matched:
-                    continue
+            matched = subscription_matches(item, sub.keywords, topics)
+            if sub.keywords and not matched:
+                continue
             rows.append([item.id, sub.team_id, sub.channel_id, json.dumps(matched), now, now, poll])
     return db.executemany(
         "INSERT INTO deliveries (item_id, team_id, channel_id, state, matched, attempts, created_at, "
@@ -202,7 +205,21 @@ def queue_deliveries(db: Conn, items: Sequence[Item], subs: Sequence[Subscriptio
     )
 
 
-def queue_follow_deliveries(db: Conn, items: Sequence[Item], now: str | None) -> int:
+def subscription_matches(item: Item, keywords: Sequence[str], topics: TopicMatch | None) -> list[str]:
+    """Which of a subscription's keywords `item` matches: words and phrases through the analyzer, and each
+    "about:<topic>" by `topics` (by meaning; without it, by the topic's words), kept prefixed."""
+    from bot.search.topics import words_only
+
+    plain = [k for k in keywords if not k.startswith(TOPIC_PREFIX)]
+    about = [k[len(TOPIC_PREFIX):] for k in keywords if k.startswith(TOPIC_PREFIX)]
+    matched = matched_keywords(item.title, item.summary, plain)
+    if about:
+        matched += [TOPIC_PREFIX + label for label in (topics or words_only)(item, about)]
+    return matched
+
+
+def queue_follow_deliveries(db: Conn, items: Sequence[Item], now: str | None,
+                            topics: TopicMatch | None = None) -> int:
     """A pending direct message (target 'person', channel_id the user ID) for every (new item, person whose
     follows match it), outside disabled workspaces: one per person and item, however many of their keywords
     match (`matched` lists them all). Returns how many were queued."""
@@ -216,7 +233,10 @@ def queue_follow_deliveries(db: Conn, items: Sequence[Item], now: str | None) ->
     for item in items if follows else ():
         matching = matcher(item.title, item.summary)
         for (team_id, user_id), keywords in follows.items():
-            matched = matching(keywords)
+            plain = [k for k in keywords if not k.startswith(TOPIC_PREFIX)]
+            matched = matching(plain)
+            if len(plain) < len(keywords):  # about: topics, by meaning as a subscription's
+                matched += subscription_matches(item, [k for k in keywords if k not in plain], topics)
             if matched:
                 rows.append([item.id, team_id, user_id, json.dumps(matched), now, now])
     return db.executemany(

@@ -40,6 +40,7 @@ from bot.store.ledger import BATCHES_DDL
 from bot.store.merge import backfill_authors_text
 from bot.store.models import iso, utcnow
 from bot.store.store import Store
+from bot.store.vectors import VECTORS_TABLE
 
 log = logging.getLogger("bot.store")
 
@@ -212,6 +213,11 @@ def m013_answered_events(db: Conn) -> None:
         db.execute(sql)
 
 
+def m014_item_vectors(db: Conn) -> None:
+    """Each item's vector for search by meaning, per embedding model (bot.store.vectors)."""
+    db.execute(VECTORS_TABLE.format(blob="BYTEA"))
+
+
 PG_MIGRATIONS = (
     m001_items,
     m002_delivery,
@@ -226,6 +232,7 @@ PG_MIGRATIONS = (
     m011_digests,
     m012_follows_saved,
     m013_answered_events,
+    m014_item_vectors,
 )
 
 

@@ -27,6 +27,7 @@ from bot.store.feed_state import copy_global_baseline
 from bot.store.ledger import BATCHES_DDL
 from bot.store.merge import backfill_authors_text
 from bot.store.store import Store
+from bot.store.vectors import VECTORS_TABLE
 
 if TYPE_CHECKING:  # sqlite-utils is imported when a migration has to run: `serve` starts without it
     from sqlite_utils import Database
@@ -244,6 +245,11 @@ def m013_answered_events(db: Database) -> None:
         db.execute(sql)
 
 
+def m014_item_vectors(db: Database) -> None:
+    """Each item's vector for search by meaning, per embedding model (bot.store.vectors)."""
+    db.execute(VECTORS_TABLE.format(blob="BLOB"))
+
+
 # --- the store -----------------------------------------------------------------------------------------
 
 
@@ -255,7 +261,7 @@ def migration_set() -> Migrations:
     migrations = Migrations(MIGRATION_SET)
     steps = (m001_items, m002_delivery, m003_authors_fts, m004_fts_prefix_index, m005_installations,
              m006_search_generation, m007_one_search_engine, m008_feed_baseline, m009_item_changes,
-             m010_bursts, m011_digests, m012_follows_saved, m013_answered_events)
+             m010_bursts, m011_digests, m012_follows_saved, m013_answered_events, m014_item_vectors)
     for step in steps:
         migrations()(step)
     return migrations

@@ -13,6 +13,7 @@
     digests.DigestsMixin             digest schedules, the items waiting for a digest, the digest ledger
     conversations.ConversationsMixin questions asked in Slack: claimed before answering, understood for
                                      the thread's follow-ups
+    vectors.VectorsMixin             items' vectors for search by meaning, per embedding model
 
 A new feature touches the part it concerns; every part speaks SQL both backends share (`?` placeholders,
 `ON CONFLICT`, `IS DISTINCT FROM`). A backend (`SQLiteStore`, `PostgresStore`) subclasses `Store`.
@@ -28,10 +29,11 @@ from bot.store.follows import FollowsMixin
 from bot.store.installations import InstallationsMixin
 from bot.store.ledger import LedgerMixin
 from bot.store.subscriptions import SubscriptionsMixin
+from bot.store.vectors import VectorsMixin
 
 
 class Store(ArchiveMixin, FeedStateMixin, SubscriptionsMixin, LedgerMixin, InstallationsMixin, DigestsMixin,
-            FollowsMixin, ConversationsMixin):
+            FollowsMixin, ConversationsMixin, VectorsMixin):
     """The store's interface (see the module docstring); build one with `bot.store.open_store(url)`."""
 
     @classmethod

@@ -5,7 +5,9 @@
         api.requests  # [{"path", "headers", "body"}] as received
 
 Set `content` (the assistant message), `status` (an HTTP error instead), `raw` (a body sent as is), or
-`delay` (seconds to wait before answering) to script it; it answers every request the same way.
+`delay` (seconds to wait before answering) to script it; it answers every request the same way. A POST to
+`.../embeddings` gets an embeddings answer instead: one vector of EMBEDDING_DIM per input, from `embed`
+(default: `letters`, counts of the letters a-h, so texts sharing letters are near).
 """
 
 from __future__ import annotations
@@ -13,15 +15,18 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 
 class FakeOpenAI:
     def __init__(
-        self, content: str = "", *, status: int = 200, raw: bytes | None = None, delay: float = 0
+        self, content: str = "", *, status: int = 200, raw: bytes | None = None, delay: float = 0,
+        embed: Callable[[str], list[float]] | None = None,
     ) -> None:
         self.content = content
+        self.embed = embed or letters
         self.status = status
         self.raw = raw
         self.delay = delay
@@ -42,6 +47,12 @@ class FakeOpenAI:
                     payload = fake.raw
                 elif fake.status != 200:
                     payload = json.dumps({"error": {"message": "scripted failure"}}).encode()
+                elif self.path.endswith("/embeddings"):
+                    inputs = json.loads(body or b"{}").get("input") or []
+                    payload = json.dumps({"object": "list", "model": "stand-in", "data": [
+                        {"object": "embedding", "index": n, "embedding": fake.embed(text)}
+                        for n, text in enumerate(inputs)
+                    ]}).encode()
                 else:
                     payload = json.dumps(
                         {
@@ -83,3 +94,12 @@ class FakeOpenAI:
         self.released.set()
         self.server.shutdown()
         self.server.server_close()
+
+
+EMBEDDING_DIM = 8
+
+
+def letters(text: str) -> list[float]:
+    """A stand-in embedding: how often each of the letters a-h occurs (plus one, so none is all zero)."""
+    lowered = text.lower()
+    return [float(lowered.count(c)) + (1.0 if c == "a" else 0.0) for c in "abcdefgh"][:EMBEDDING_DIM]

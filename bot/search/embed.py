@@ -1,0 +1,185 @@
+"""Text -> unit vectors, for search by meaning. Imported lazily (numpy and the model cost start-up time): by
+bot.search.vectors, when the index first wants vectors.
+
+    model = load(settings)                # the bundled model, or the endpoint when EMBEDDINGS_API_URL is set
+    model.name                            # stored beside every vector: a different name re-embeds the archive
+    model.embed(["text", ...])            # float32 array (n, dim), rows of unit length
+
+The bundled model is wordllama's 256-dimension static model (token embeddings, averaged): its weights and
+tokenizer ship inside the wordllama wheel and are read from there explicitly. wordllama's own `load()` looks
+for the tokenizer elsewhere and may download it; its package is never imported here (importing it also
+configures the root logger), only its files are read, so loading never reaches the network.
+
+The endpoint (OpenAI-compatible `/embeddings`) follows the summary endpoint's rules: TIMEOUT seconds in all
+(QUERY_TIMEOUT for a single text, a search's query: search then matches words only), a capped answer,
+one-line failures (EmbeddingError). `load` checks it once with a short probe; when that
+fails, it logs one line and the bundled model is used instead.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import logging
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+import numpy as np
+
+from bot.errors import EmbeddingError, FeedError
+from bot.feed import Deadline, read_capped
+
+if TYPE_CHECKING:
+    import httpx
+
+    from bot.config import Settings
+
+log = logging.getLogger("bot.embed")
+
+BUNDLED_CONFIG = "l2_supercat"
+BUNDLED_DIM = 256
+BUNDLED_NAME = f"wordllama-{BUNDLED_CONFIG}-{BUNDLED_DIM}"
+MAX_TEXT_CHARS = 4000  # of one text embedded (a title and an abstract fit)
+BATCH = 64  # texts per request to an endpoint
+TIMEOUT = 20.0
+QUERY_TIMEOUT = 2.0  # one text (a search's query) waits at most this: Slack wants an answer within 3 s
+MAX_RESPONSE_BYTES = 32 * 1024 * 1024  # 64 vectors of 3,072 floats as JSON are ~4 MB
+
+
+class Embedder(Protocol):
+    name: str
+
+    def embed(self, texts: list[str]) -> np.ndarray: ...
+
+
+def unit(rows: np.ndarray) -> np.ndarray:
+    """Rows scaled to length 1 (a zero row stays zero)."""
+    rows = np.asarray(rows, dtype=np.float32)
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    return rows / np.where(norms == 0, 1, norms)
+
+
+def bundled_files() -> tuple[Path, Path]:
+    """The bundled model's weights and tokenizer, in the installed wordllama package (not imported)."""
+    spec = importlib.util.find_spec("wordllama")
+    if spec is None or not spec.submodule_search_locations:
+        raise EmbeddingError("the bundled embedding model is not installed (no wordllama package)")
+    root = Path(next(iter(spec.submodule_search_locations)))
+    return (root / "weights" / f"{BUNDLED_CONFIG}_{BUNDLED_DIM}.safetensors",
+            root / "tokenizers" / f"{BUNDLED_CONFIG}_tokenizer_config.json")
+
+
+class StaticModel:
+    """A static embedding model: a text's vector is the mean of its tokens' vectors, scaled to unit length."""
+
+    def __init__(self, weights: Path, tokenizer: Path, name: str = BUNDLED_NAME) -> None:
+        from safetensors import safe_open
+        from tokenizers import Tokenizer
+
+        try:
+            with safe_open(str(weights), framework="np") as f:
+                table = f.get_tensor("embedding.weight")
+            self.tokenizer = Tokenizer.from_file(str(tokenizer))
+        except Exception as exc:  # noqa: BLE001 - any failure to read the files is one line
+            raise EmbeddingError(f"the embedding model could not be loaded: {type(exc).__name__}: "
+                                 f"{' '.join(str(exc).split())[:200]}") from None
+        self.tokenizer.no_padding()
+        self.tokenizer.no_truncation()
+        self.table = np.ascontiguousarray(table, dtype=np.float16)  # as shipped: half the memory of float32
+        self.name = name
+        self.dim = int(self.table.shape[1])
+
+    @classmethod
+    def bundled(cls) -> StaticModel:
+        """The bundled model, loaded once per process (search and topic matching share it)."""
+        return _bundled()
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        if not texts:
+            return out
+        encoded = self.tokenizer.encode_batch([t[:MAX_TEXT_CHARS] for t in texts], add_special_tokens=False)
+        for row, enc in enumerate(encoded):
+            ids = np.asarray(enc.ids, dtype=np.int64)
+            if ids.size:
+                np.clip(ids, 0, self.table.shape[0] - 1, out=ids)
+                out[row] = self.table[ids].mean(axis=0, dtype=np.float32)
+        return unit(out)
+
+
+@cache
+def _bundled() -> StaticModel:
+    weights, tokenizer = bundled_files()
+    return StaticModel(weights, tokenizer)
+
+
+class RemoteModel:
+    """An OpenAI-compatible embeddings endpoint. `client` (an httpx.Client) is injectable for tests."""
+
+    def __init__(self, api_url: str, api_key: str | None, model: str | None, *,
+                 client: httpx.Client | None = None, timeout: float = TIMEOUT) -> None:
+        self.api_url = api_url.rstrip("/")
+        self.api_key = api_key
+        self.model = model or "text-embedding-3-small"
+        self.name = f"api:{self.model}"
+        self.client = client
+        self.timeout = timeout
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        rows: list[np.ndarray] = []
+        for start in range(0, len(texts), BATCH):
+            rows.append(self._request([t[:MAX_TEXT_CHARS] or " " for t in texts[start : start + BATCH]]))
+        if not rows:
+            return np.zeros((0, 0), dtype=np.float32)
+        return unit(np.vstack(rows))
+
+    def _request(self, texts: list[str]) -> np.ndarray:
+        import httpx  # imported when an endpoint is first asked, not when `serve` starts
+
+        timeout = min(self.timeout, QUERY_TIMEOUT) if len(texts) == 1 else self.timeout
+        deadline = Deadline(timeout, "the embeddings endpoint")
+        try:
+            if self.client is not None:
+                raw = self._post(self.client, texts, deadline)
+            else:
+                with httpx.Client() as client:
+                    raw = self._post(client, texts, deadline)
+        except FeedError as exc:
+            raise EmbeddingError(str(exc)) from None
+        except httpx.TimeoutException:
+            raise EmbeddingError(f"no answer from the embeddings endpoint in {timeout:g} s") from None
+        except (httpx.HTTPError, httpx.InvalidURL, httpx.StreamError) as exc:
+            raise EmbeddingError(f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}") from None
+        try:
+            data = sorted(json.loads(raw)["data"], key=lambda d: d["index"])
+            matrix = np.asarray([d["embedding"] for d in data], dtype=np.float32)
+        except (ValueError, KeyError, TypeError):
+            raise EmbeddingError("the embeddings endpoint's answer is not a list of embeddings") from None
+        if matrix.ndim != 2 or matrix.shape[0] != len(texts) or not matrix.shape[1] \
+                or not np.isfinite(matrix).all():
+            raise EmbeddingError("the embeddings endpoint's answer does not hold one vector per text")
+        return matrix
+
+    def _post(self, client: httpx.Client, texts: list[str], deadline: Deadline) -> bytes:
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        body = {"model": self.model, "input": texts}
+        url = f"{self.api_url}/embeddings"
+        with client.stream("POST", url, json=body, headers=headers, timeout=deadline.left()) as response:
+            if response.status_code != 200:
+                raise EmbeddingError(f"HTTP {response.status_code} from the embeddings endpoint")
+            return read_capped(response, MAX_RESPONSE_BYTES, deadline, "the embeddings endpoint")
+
+
+def load(settings: Settings | None = None, *, client: httpx.Client | None = None) -> Embedder:
+    """The model search uses: the endpoint when configured and answering, else the bundled model. Raises
+    EmbeddingError (one line) when the bundled model cannot be loaded either."""
+    if settings is not None and settings.embeddings_api_url:
+        remote = RemoteModel(settings.embeddings_api_url, settings.embeddings_api_key,
+                             settings.embeddings_model, client=client)
+        try:
+            remote.embed(["probe"])
+            return remote
+        except EmbeddingError as exc:
+            log.warning("event=embeddings_fallback reason=%r model=%s", str(exc), BUNDLED_NAME)
+    return StaticModel.bundled()

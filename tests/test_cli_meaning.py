@@ -1,0 +1,61 @@
+"""`mlresearch-bot related` and `reindex`, and search by meaning on the command line (a subprocess)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bot.search.embed import BUNDLED_NAME
+from bot.store import open_store
+from tests.test_cli import RSS_PATH, assert_one_line_error, run
+
+
+@pytest.fixture(scope="module")
+def cwd(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    home = tmp_path_factory.mktemp("cli")
+    proc = run(home, "poll", "--json", FEED_URL=str(RSS_PATH))
+    assert proc.returncode == 0, proc.stderr
+    return home
+
+
+def test_related_json_is_shaped_like_search_json(cwd: Path) -> None:
+    first = json.loads(run(cwd, "search", "captioning", "--json").stdout)[0]
+    proc = run(cwd, "related", first["link"], "--limit", "3", "--json")
+    assert proc.returncode == 0, proc.stderr
+    hits = json.loads(proc.stdout)
+    assert len(hits) == 3 and all(set(h) == {"id", "title", "link", "published", "score"} for h in hits)
+    assert first["id"] not in [h["id"] for h in hits]
+    words = run(cwd, "related", *first["title"].split()[:4], "--limit", "3", "--json")
+    assert json.loads(words.stdout) == hits
+
+
+def test_related_prints_what_the_items_share(cwd: Path) -> None:
+    proc = run(cwd, "related", "captioning")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("related to: ") and "shares: " in proc.stdout
+
+
+def test_related_to_a_link_not_in_the_archive_is_one_line(cwd: Path) -> None:
+    proc = run(cwd, "related", "https://machinelearning.apple.com/research/not-in-the-archive")
+    assert_one_line_error(proc, 2, "not in the archive")
+
+
+def test_reindex_stores_every_items_vector_quietly(cwd: Path) -> None:
+    proc = run(cwd, "reindex")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""  # no terminal: no progress
+    assert proc.stdout.startswith("reindexed 10 items (" + BUNDLED_NAME)
+    store = open_store(f"sqlite:///{cwd / 'mlresearch.db'}")
+    assert len(store.item_vectors(BUNDLED_NAME)) == 10
+
+
+def test_search_says_what_the_glossary_added(cwd: Path) -> None:
+    proc = run(cwd, "search", "LLMs")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("searched for LLM, large language model")
+
+
+def test_stop_words_only_are_a_one_line_usage_error(cwd: Path) -> None:
+    assert_one_line_error(run(cwd, "search", "the", "of", "and"), 2, "common words")

@@ -1,0 +1,66 @@
+"""The glossary (bot/search/glossary.json), used both ways: each abbreviation finds the posts that spell it
+out, each long form the posts that abbreviate it, and the reply says what was searched for."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from bot.models import Item
+from bot.search import glossary
+from bot.search.index import SearchIndex
+from bot.search.query import search
+from bot.store import SQLiteStore
+
+ENTRIES = glossary.entries()
+
+
+def _item(n: int, title: str) -> Item:
+    link = f"https://machinelearning.apple.com/research/g{n}"
+    return Item(id=link, guid=link, title=title, link=link, summary="An abstract about nothing much.",
+                published=datetime(2025, 1, 1 + n % 28, tzinfo=UTC), kind="research")
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory: pytest.TempPathFactory) -> SearchIndex:
+    """Per entry: a post titled with its long form only, and one titled with its abbreviation only."""
+    store = SQLiteStore(Path(tmp_path_factory.mktemp("glossary")) / "g.db")
+    store.migrate()
+    items = []
+    for n, entry in enumerate(ENTRIES):
+        items.append(_item(2 * n, f"Zq{n} work on {entry.long[0]}"))
+        items.append(_item(2 * n + 1, f"Zq{n} work with {entry.short}"))
+    store.add_items(items)
+    return SearchIndex(store)
+
+
+def test_the_glossary_ships_inside_the_package() -> None:
+    assert glossary.GLOSSARY_FILE.parent == Path(glossary.__file__).parent
+    assert len(ENTRIES) >= 30
+    assert len({e.short.lower() for e in ENTRIES}) == len(ENTRIES)
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=[e.short for e in ENTRIES])
+def test_an_abbreviation_finds_its_long_form_and_back(entry: glossary.Entry, index: SearchIndex) -> None:
+    n = ENTRIES.index(entry)
+    long_form, short_form = f"https://machinelearning.apple.com/research/g{2 * n}", \
+        f"https://machinelearning.apple.com/research/g{2 * n + 1}"
+    found = search(index, f"{entry.short}", limit=100)
+    assert long_form in [h.item.id for h in found.hits]
+    assert found.expanded is not None and entry.long[0] in found.expanded
+    back = search(index, entry.long[0], limit=100)
+    assert short_form in [h.item.id for h in back.hits]
+    assert back.expanded is not None and entry.short in back.expanded
+
+
+def test_the_reply_names_what_was_searched_for() -> None:
+    assert glossary.shown(glossary.expand(["LLMs"], "LLMs")) == "LLM, large language model"
+    assert glossary.shown(glossary.expand(["kv", "cache"], "KV cache")) == "KV cache, key-value cache"
+    assert glossary.shown(glossary.expand(["image"], "image")) is None
+
+
+def test_an_abbreviation_that_is_a_common_word_counts_only_in_capitals() -> None:
+    assert glossary.expand(["he", "said"], "he said") == []
+    assert [e.entry.short for e in glossary.expand(["he", "schemes"], "HE schemes")] == ["HE"]
