@@ -16,11 +16,13 @@ from typing import Any
 from bot.blocks import (
     ACTION_VALUE_LIMIT,
     KIND_LABEL,
+    RELATED_ACTION_ID,
+    SAVE_ACTION_ID,
     cut,
     day,
     escape,
     format_authors,
-    item_actions,
+    safe_url,
     snippet,
     title_link,
 )
@@ -189,10 +191,26 @@ def search_reply(
     blocks.append(context(f"Results for {quoted(text)}" + (f" · the top {len(hits)}" if more else "")))
     for hit in hits:
         blocks += item_blocks(hit.item, highlighted_snippet(hit.item.summary, matcher, 300))
-        blocks.append(item_actions(hit.item, read=False).to_dict())
+        blocks.append(result_actions(hit.item))
     titles = "; ".join(escape(cut(h.item.title, 100)) for h in hits)
     searched = f"Searched for {quoted(searched_for)}. " if searched_for else ""
     return f"{searched}{len(hits)} result(s) for {quoted(text)}: {titles}", blocks
+
+
+def result_actions(item: Item) -> dict[str, Any]:
+    """A search result's buttons, Save and Related: `blocks.item_actions(item, read=False).to_dict()`, built
+    as plain JSON. Every search reply holds five; building them through slack_sdk's models (with their
+    validation) took a fifth of a served search command's time (cProfile, 300 commands)."""
+    value = item.id[:ACTION_VALUE_LIMIT]
+    buttons = [_button("Save", SAVE_ACTION_ID, value)]
+    if safe_url(item.link):
+        buttons.append(_button("Related", RELATED_ACTION_ID, value))
+    return {"elements": buttons, "type": "actions"}
+
+
+def _button(label: str, action_id: str, value: str) -> dict[str, Any]:
+    return {"action_id": action_id, "text": {"text": label, "type": "plain_text"}, "type": "button",
+            "value": value}
 
 
 def related_reply(item: Item, related: Sequence[Any]) -> tuple[str, Blocks]:

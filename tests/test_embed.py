@@ -13,6 +13,7 @@ import pytest
 
 from bot.config import Settings
 from bot.errors import EmbeddingError
+from bot.search import embed
 from bot.search.embed import BUNDLED_NAME, RemoteModel, StaticModel, bundled_files, load
 from tests.fakes.openai_api import EMBEDDING_DIM, FakeOpenAI
 
@@ -102,3 +103,23 @@ def test_serve_starts_without_numpy_or_the_embedding_model(tmp_path: Path) -> No
     assert "bot.search.index" in loaded
     assert loaded & {"numpy", "bot.search.embed", "bot.search.vectors", "safetensors", "tokenizers",
                      "wordllama"} == set()
+
+
+def test_the_bundled_table_is_mapped_from_its_file_and_reads_as_safetensors_does() -> None:
+    from safetensors import safe_open
+
+    weights, _ = embed.bundled_files()
+    mapped = embed.mapped_table(weights, "embedding.weight")
+    with safe_open(str(weights), framework="np") as f:
+        read = f.get_tensor("embedding.weight")
+    assert isinstance(mapped, np.memmap) and mapped.dtype == read.dtype and mapped.shape == read.shape
+    assert np.array_equal(mapped, read)
+
+
+def test_a_weights_file_that_is_not_safetensors_is_one_line(tmp_path: Path) -> None:
+    _, tokenizer = embed.bundled_files()
+    bad = tmp_path / "weights.safetensors"
+    bad.write_bytes(b"\xff" * 64)
+    with pytest.raises(EmbeddingError) as caught:
+        embed.StaticModel(bad, tokenizer)
+    assert "could not be loaded" in str(caught.value) and "\n" not in str(caught.value)

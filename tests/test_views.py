@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from slack_sdk.models.blocks import (
     SectionBlock,
 )
 
-from bot import views
+from bot import blocks, views
 from bot.blocks import cut, escape
 from bot.search import highlight
 from bot.search.highlight import highlighted_snippet, inert, matcher_for_text, matching_words, word_matcher
@@ -215,3 +216,12 @@ def test_one_text_highlighted_for_other_terms_answers_for_those_terms() -> None:
 def test_inert_is_escape_after_the_look_alikes() -> None:
     text = "a *b* `c` ~d~ & <e> &amp; >"
     assert inert(text) == escape(text.replace("*", "\u2217").replace("`", "\u02cb").replace("~", "\u223c"))
+
+
+@pytest.mark.parametrize("link", [
+    "https://machinelearning.apple.com/research/hey-siri", "javascript:alert(1)",
+    "https://machinelearning.apple.com/a|b", "https://x.example/" + "a" * 3000,
+])
+def test_a_results_buttons_are_what_slack_sdks_models_make(link: str) -> None:
+    item = replace(make_item("x", "Title", "Summary."), id=link, link=link)
+    assert views.result_actions(item) == blocks.item_actions(item, read=False).to_dict()

@@ -21,6 +21,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import logging
+import struct
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -70,23 +71,45 @@ def bundled_files() -> tuple[Path, Path]:
             root / "tokenizers" / f"{BUNDLED_CONFIG}_tokenizer_config.json")
 
 
+SAFETENSORS_DTYPES = {"F16": np.float16, "F32": np.float32}
+
+
+def mapped_table(path: Path, name: str) -> np.ndarray:
+    """A 2-D tensor of a safetensors file (8 bytes of header length, a JSON header, then the data), mapped
+    read-only rather than read: a query touches only its tokens' rows, so the 16 MB table costs resident
+    memory only for the rows used (the whole of it while an archive is being embedded). The file's pages are
+    the kernel's to drop and share between processes."""
+    with path.open("rb") as f:
+        (length,) = struct.unpack("<Q", f.read(8))
+        if not 2 <= length <= 1 << 20:
+            raise ValueError(f"not a safetensors file (header of {length} bytes)")
+        header = json.loads(f.read(length))
+    spec = header.get(name) if isinstance(header, dict) else None
+    if not isinstance(spec, dict) or spec.get("dtype") not in SAFETENSORS_DTYPES:
+        raise ValueError(f"no {name} tensor of a known type in {path.name}")
+    rows, dim = (int(n) for n in spec["shape"])
+    start, end = (int(n) for n in spec["data_offsets"])
+    dtype = np.dtype(SAFETENSORS_DTYPES[spec["dtype"]])
+    if end - start != rows * dim * dtype.itemsize:
+        raise ValueError(f"{name} in {path.name}: {end - start} bytes for a {rows}x{dim} table")
+    return np.memmap(path, dtype=dtype, mode="r", offset=8 + length + start, shape=(rows, dim))
+
+
 class StaticModel:
     """A static embedding model: a text's vector is the mean of its tokens' vectors, scaled to unit length."""
 
     def __init__(self, weights: Path, tokenizer: Path, name: str = BUNDLED_NAME) -> None:
-        from safetensors import safe_open
         from tokenizers import Tokenizer
 
         try:
-            with safe_open(str(weights), framework="np") as f:
-                table = f.get_tensor("embedding.weight")
+            table = mapped_table(weights, "embedding.weight")
             self.tokenizer = Tokenizer.from_file(str(tokenizer))
         except Exception as exc:  # noqa: BLE001 - any failure to read the files is one line
             raise EmbeddingError(f"the embedding model could not be loaded: {type(exc).__name__}: "
                                  f"{' '.join(str(exc).split())[:200]}") from None
         self.tokenizer.no_padding()
         self.tokenizer.no_truncation()
-        self.table = np.ascontiguousarray(table, dtype=np.float16)  # as shipped: half the memory of float32
+        self.table = table  # float16 as shipped, mapped from the file: only the rows read are resident
         self.name = name
         self.dim = int(self.table.shape[1])
 

@@ -63,7 +63,10 @@ def expand(words: list[str], typed: str | None = None) -> list[Expansion]:
     stems = terms(" ".join(lowered))
     raw = (typed or "").split()
     found: list[Expansion] = []
-    for entry in entries():
+    first = _by_first()
+    named = {n for word in {*lowered, *singular, *stems} for n in first.get(word, ())}
+    for n in sorted(named):  # only entries a word of the query begins; in the glossary's order
+        entry = entries()[n]
         short = _short_words(entry)
         if entry.case:
             said_short = _contains([w.strip("?!.,;:()\"'") for w in raw], tuple(entry.short.split()))
@@ -78,6 +81,19 @@ def expand(words: list[str], typed: str | None = None) -> list[Expansion]:
             others = [entry.short]
         found.append(Expansion(entry, said, tuple(_analyzed(form) for form in others), tuple(others)))
     return found
+
+
+@lru_cache(maxsize=1)
+def _by_first() -> dict[str, tuple[int, ...]]:
+    """The entries (by position) each word can begin: an abbreviation's first word in lower case, and the
+    first term of each long form. An entry none of a query's words, their singulars or terms begins cannot
+    match it, so `expand` looks at no other (it looked at all of them for every search)."""
+    index: dict[str, list[int]] = {}
+    for n, entry in enumerate(entries()):
+        keys = {_short_words(entry)[0]} | {analyzed[0] for form in entry.long if (analyzed := terms(form))}
+        for key in keys:
+            index.setdefault(key, []).append(n)
+    return {key: tuple(ns) for key, ns in index.items()}
 
 
 def _analyzed(form: str) -> tuple[str, ...]:

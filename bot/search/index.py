@@ -372,25 +372,27 @@ class SearchIndex:
         keyword_hits = _scored(snapshot, keyword, KEYWORD_CANDIDATES)
         nearest = np.argpartition(-sims, CANDIDATES)[:CANDIDATES] if len(sims) > CANDIDATES else \
             np.arange(len(sims))
-        order = sorted((int(n) for n in nearest if np.isfinite(sims[n])),
-                       key=lambda n: (-float(sims[n]), vectors.ids[n]))
+        nearest = nearest[np.isfinite(sims[nearest])]
+        # (similarity, id) of the nearest, best first, as Python values (numpy scalars are slow one by one)
+        order = sorted(zip(sims[nearest].tolist(), (vectors.ids[n] for n in nearest.tolist()), strict=True),
+                       key=lambda near: (-near[0], near[1]))
         if not keyword_hits:  # none of the words is in the archive: only a clear match by meaning counts
-            order = [n for n in order if sims[n] >= NO_WORDS_FLOOR]
+            order = [near for near in order if near[0] >= NO_WORDS_FLOOR]
         if not order:
             return _ranked(snapshot, keyword, limit)
-        top, floor = float(sims[order[0]]), float(sims[order[-1]])
+        top, floor = order[0][0], order[-1][0]
         span = max(top - floor, 1e-6)
         best_keyword = keyword_hits[0][0] if keyword_hits else 0.0
+        at = [vectors.position.get(item_id, -1) for _, item_id in keyword_hits]
+        similar = sims[[n if n >= 0 else 0 for n in at]].tolist() if at else []
         scores: dict[str, float] = {}
-        for score, item_id in keyword_hits:
-            n = vectors.position.get(item_id)
-            meaning = 0.0 if n is None else max(0.0, (float(sims[n]) - floor) / span)
+        for (score, item_id), n, similarity in zip(keyword_hits, at, similar, strict=True):
+            meaning = 0.0 if n < 0 else max(0.0, (similarity - floor) / span)
             share = score / best_keyword if best_keyword > 0 else 0.0
             scores[item_id] = KEYWORD_WEIGHT * share + (1 - KEYWORD_WEIGHT) * meaning
-        for n in order:
-            item_id = vectors.ids[n]
+        for similarity, item_id in order:
             if item_id not in scores:
-                scores[item_id] = (1 - KEYWORD_WEIGHT) * (float(sims[n]) - floor) / span
+                scores[item_id] = (1 - KEYWORD_WEIGHT) * (similarity - floor) / span
         ranked = sorted(((round(score, 6), snapshot.rows[i]["published"], i) for i, score in scores.items()
                          if i in snapshot.rows), key=lambda h: h[2])
         ranked.sort(key=lambda h: h[:2], reverse=True)
