@@ -16,6 +16,7 @@ from bot.search.index import READY_WAIT, SearchIndex, edits
 from bot.search.query import MAX_QUERY_CHARS, parse_query
 from bot.search.query import search as run_search
 from bot.store import SQLiteStore, Store, open_store
+from tests.fakes.archive import make_item
 
 DATA = Path(__file__).parent / "data"
 ARCHIVE = parse((DATA / "apple_ml_archive.xml").read_bytes())
@@ -396,3 +397,19 @@ def test_the_reply_says_what_was_searched_for(archive):
     assert reply.text.startswith("Searched for")
     plain = handle(Invocation("search captioning", "T1", "C1", "U1"), services)
     assert "Searched for" not in plain.text
+
+
+def test_a_repeated_search_is_answered_again_until_the_archive_changes(tmp_path: Path) -> None:
+    """The answers to recent searches are kept per snapshot of the archive: a repeat gives the same hits
+    (a fresh list each time), and a new matching item shows in the next search of the same words."""
+    store = SQLiteStore(tmp_path / "a.db")
+    store.migrate()
+    store.add_items([make_item("a", "Image Captioning", "Captions for images.")])
+    index = SearchIndex(store)
+    first = index.search(parse_query("captioning"), 5, store)
+    again = index.search(parse_query("captioning"), 5, store)
+    assert [h.item.id for h in again.hits] == [h.item.id for h in first.hits] and again.hits is not first.hits
+    again.hits.clear()  # a caller's list is its own
+    assert len(index.search(parse_query("captioning"), 5, store).hits) == 1
+    store.add_items([make_item("b", "Captioning Video", "Captions for video.")])
+    assert len(index.search(parse_query("captioning"), 5, store).hits) == 2

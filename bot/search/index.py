@@ -26,7 +26,7 @@ import json
 import logging
 import re
 import threading
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, time, timedelta
@@ -69,6 +69,7 @@ _WORDS = re.compile(r"[^\W_]+")
 # KEYWORD_WEIGHT for the first. Tuned on tests/data/judged_queries.json (benchmarks/bench_quality.py).
 KEYWORD_WEIGHT = 0.4
 CANDIDATES = 50  # nearest by meaning considered
+MAX_FOUND = 256  # searches whose answers are kept (SearchIndex._found)
 KEYWORD_CANDIDATES = 20  # best by keywords considered (20 ranks the judged set as 50 does, cheaper)
 EXPANSION_BOOST = 0.5  # a glossary form the query did not use weighs this much of the words it did
 NO_WORDS_FLOOR = 0.3  # with no keyword hit, matches by meaning alone need this cosine similarity
@@ -196,6 +197,10 @@ class SearchIndex:
         self._model_error: str | None = None
         self._vectors: Vectors | None = None
         self._vector_lock = threading.Lock()
+        # The answers to the latest searches, each kept with the snapshot and vectors it came from and good
+        # only while both are current: a team searches the same topics again and again.
+        self._found: OrderedDict[tuple[Query, int], tuple[_Snapshot, Vectors | None, Found]] = OrderedDict()
+        self._lock_found = threading.Lock()
         self._background = False  # start() was called: the model loads there, searches never wait for it
         self._refreshing = threading.Event()  # a background thread is embedding new items
 
@@ -336,6 +341,20 @@ class SearchIndex:
         the first: a blend, not reciprocal rank fusion, because it keeps how far ahead a hit is (an exact
         title or a rare word beats everything in BM25, and stays first), where ranks alone would not."""
         snapshot = self.current(store)
+        with self._lock_found:
+            held = self._found.get((query, limit))
+            if held is not None and held[0] is snapshot and held[1] is self._vectors:
+                self._found.move_to_end((query, limit))
+                return replace(held[2], hits=list(held[2].hits))
+        found = self._search(snapshot, query, limit, store)
+        if found.note is None:  # a complete answer: the same for this snapshot and these vectors
+            with self._lock_found:
+                self._found[(query, limit)] = (snapshot, self._vectors, found)
+                while len(self._found) > MAX_FOUND:
+                    self._found.popitem(last=False)
+        return found
+
+    def _search(self, snapshot: _Snapshot, query: Query, limit: int, store: Store | None) -> Found:
         if query.terms and not query.phrases and all(t in STOPWORDS for t in query.terms):
             raise SearchError("Those are all common words (like 'the' or 'how'); add a word that says what "
                               "you are looking for.")
