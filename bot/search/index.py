@@ -186,9 +186,10 @@ class SearchIndex:
     and `Found.note` says so. Without it, search is by keywords only."""
 
     def __init__(self, store: Store, *, ready_wait: float = READY_WAIT,
-                 model: Callable[[], Embedder] | None = None) -> None:
+                 model: Callable[[], Embedder] | None = None, answers: int = MAX_FOUND) -> None:
         self.store = store
         self.ready_wait = ready_wait
+        self.answers = answers  # how many searches' answers are kept (0: none, as benchmarks of the engine)
         self._snapshot: _Snapshot | None = None
         self._lock = threading.Lock()
         self._starting = False
@@ -347,10 +348,10 @@ class SearchIndex:
                 self._found.move_to_end((query, limit))
                 return replace(held[2], hits=list(held[2].hits))
         found = self._search(snapshot, query, limit, store)
-        if found.note is None:  # a complete answer: the same for this snapshot and these vectors
+        if found.note is None and self.answers:  # a complete answer: the same for this snapshot and vectors
             with self._lock_found:
                 self._found[(query, limit)] = (snapshot, self._vectors, found)
-                while len(self._found) > MAX_FOUND:
+                while len(self._found) > self.answers:
                     self._found.popitem(last=False)
         return found
 
