@@ -27,6 +27,7 @@ from bot.errors import (
     BotError,
     Failure,
     IndexReadError,
+    NothingFound,
     ServeError,
     UsageError,
     report,
@@ -448,7 +449,11 @@ def cmd_related(settings: Settings, args: argparse.Namespace) -> int:
             _out(EMPTY_ARCHIVE)
         return EXIT_OK
     index = SearchIndex(store, model=meaning_model(settings))
-    item = find_item(index, " ".join(args.item))
+    try:
+        item = find_item(index, " ".join(args.item))
+    except NothingFound as exc:  # nothing found: a message (or []) and exit 0, as search
+        _out("[]" if args.json else str(exc))
+        return EXIT_OK
     found = related(index, item, args.limit)
     if args.json:
         _out(_hits_json(found))

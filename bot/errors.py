@@ -16,7 +16,8 @@ error or a Slack reply); `REPORTS` maps a class to its exit status and to the li
     ├── StoreError              the store could not be opened, read or written
     │   └── LockTimeout         another process holds the poll lock
     ├── SearchError             a query that cannot be run (also a ValueError; exit 2)
-    │   └── SearchUnavailable   the search index is still being built
+    │   ├── SearchUnavailable   the search index is still being built
+    │   └── NothingFound        no archive item is the one asked for (`related`: the CLI exits 0, as search)
     ├── SummaryError            the summary endpoint's answer cannot be used (the extractive summary is)
     ├── EmbeddingError          no vectors from the embedding model or endpoint (search uses keywords only)
     ├── SecretError             a sealed installation opens with none of the keys; never holds a token or key
@@ -124,6 +125,11 @@ class SearchError(BotError, ValueError):
 
 class SearchUnavailable(SearchError):
     """The index is still being built (start-up) after READY_WAIT seconds."""
+
+
+class NothingFound(SearchError):
+    """No archive item is the one a `related` asks for (a link not in the archive, words that find nothing):
+    "nothing found", which the CLI answers with its message (or `[]`) and exit status 0."""
 
 
 class SummaryError(BotError):

@@ -37,9 +37,18 @@ def test_related_prints_what_the_items_share(cwd: Path) -> None:
     assert proc.stdout.startswith("related to: ") and "shares: " in proc.stdout
 
 
-def test_related_to_a_link_not_in_the_archive_is_one_line(cwd: Path) -> None:
+def test_related_to_a_link_not_in_the_archive_is_nothing_found(cwd: Path) -> None:
+    """As search: nothing found is a one-line message (or [] under --json) and exit status 0."""
     proc = run(cwd, "related", "https://machinelearning.apple.com/research/not-in-the-archive")
-    assert_one_line_error(proc, 2, "not in the archive")
+    assert (proc.returncode, proc.stderr) == (0, "")
+    assert proc.stdout.strip() == "That link is not in the archive: " \
+        "https://machinelearning.apple.com/research/not-in-the-archive"
+    proc = run(cwd, "related", "zyxwv qqqqq", "--json")
+    assert (proc.returncode, proc.stdout.strip(), proc.stderr) == (0, "[]", "")
+
+
+def test_related_without_words_is_a_usage_error(cwd: Path) -> None:
+    assert_one_line_error(run(cwd, "related", "🙂 ?!"), 2, "Give a link")
 
 
 def test_reindex_stores_every_items_vector_quietly(cwd: Path) -> None:

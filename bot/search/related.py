@@ -14,7 +14,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from bot.errors import BotError, SearchError
+from bot.errors import BotError, NothingFound, SearchError
 from bot.feed import canonical_link
 from bot.models import Item
 from bot.search.analysis import terms
@@ -51,10 +51,11 @@ def find_item(index: SearchIndex, text: str, store: Store | None = None) -> Item
         for item_id, row in snapshot.rows.items():
             if row["link"] == text or canonical_link(row["link"]) == link:
                 return snapshot.item(item_id)
-        raise SearchError(f"That link is not in the archive: {text[:100]}")
+        raise NothingFound(f"That link is not in the archive: {text[:100]}")
     hits = index.search(parse_query(text[:MAX_QUERY_CHARS]), 1, store).hits
     if not hits:
-        raise SearchError(f"Nothing in the archive matches {text[:100]!r}; try words of the title or a link.")
+        raise NothingFound(f"Nothing in the archive matches {text[:100]!r}; try words of the title or a "
+                           "link.")
     return hits[0].item
 
 
