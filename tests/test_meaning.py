@@ -11,7 +11,7 @@ import pytest
 
 from bot.errors import EmbeddingError, SearchError
 from bot.search.embed import StaticModel
-from bot.search.index import LOADING_NOTE, SearchIndex
+from bot.search.index import LOADING_NOTE, STOPWORDS, SearchIndex
 from bot.search.query import parse_query, search
 from bot.search.related import find_item, related
 from bot.store import SQLiteStore, Store, open_store
@@ -227,3 +227,14 @@ def test_an_endpoint_too_slow_for_a_query_leaves_the_search_to_keywords(corpus_s
         found = search(index, "differential privacy")  # a new search (a repeated one is answered as before)
     assert ids(found) == ids(search(SearchIndex(corpus_store), "differential privacy"))
     assert found.note is not None and "unavailable" in found.note
+
+
+def test_what_related_items_share_is_never_a_word_of_any_english_text(corpus_store: Store) -> None:
+    """The shared words of the nearest items to every post are topic words, not "despite", "such" or "they"
+    (which came up on these 72 posts before the common words were left out)."""
+    from bot.search.related import _GENERAL, related
+
+    index = SearchIndex(corpus_store)
+    for item in corpus_store.latest(20):
+        for near in related(index, item, 5, corpus_store):
+            assert not {w.lower() for w in near.shares.split(", ")} & (_GENERAL | STOPWORDS), near.shares

@@ -23,6 +23,17 @@ from bot.search.query import MAX_QUERY_CHARS, parse_query
 from bot.store import Store
 
 SHARED_WORDS = 3
+# Words too common in any English text to say what two papers share (beside search's STOPWORDS): what
+# `shares` leaves out ("despite", "such", "they" came up as shared on the 72 real posts).
+_COMMON = """
+    also across although among another because been before being both but could despite did different during
+    each either even ever every few first further given had having here however into itself just last least
+    less like likely made make makes making many may might more most much must new no nor not now often once
+    one only other others otherwise our over own per perhaps rather same several should since so some still
+    such them then therefore they those though through thus too two under until up upon us use used uses using
+    very via well were whether while whose will within without would yet
+"""
+_GENERAL = frozenset(_COMMON.split())
 _WORD = re.compile(r"[^\W_][\w'-]*[^\W_]|[^\W_]")
 _SLACK_LINK = re.compile(r"^<([^|>]+)(?:\|[^>]*)?>$")
 
@@ -95,8 +106,9 @@ def shares(snapshot: _Snapshot, one: Item, other: Item) -> str:
     surfaces: dict[str, str] = {}
     for word in _WORD.findall(f"{other.title} {other.title} {other.summary}"):
         found = terms(word)
-        if len(found) == 1 and found[0] in mine and word.lower() not in STOPWORDS and len(word) > 2 \
-                and not word.isdigit():
+        lowered = word.lower()
+        if len(found) == 1 and found[0] in mine and lowered not in STOPWORDS and lowered not in _GENERAL \
+                and len(word) > 2 and not word.isdigit():
             surfaces.setdefault(found[0], word)
             theirs[found[0]] += 1
     searcher = snapshot.searcher
