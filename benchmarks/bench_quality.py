@@ -16,34 +16,19 @@ import math
 import sys
 import tempfile
 from collections import defaultdict
-from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bot.feed import kind_of  # noqa: E402
-from bot.models import Item  # noqa: E402
 from bot.search.embed import StaticModel  # noqa: E402
 from bot.search.index import SearchIndex  # noqa: E402
 from bot.search.query import parse_query  # noqa: E402
 from bot.store import open_store  # noqa: E402
+from tests.fakes.archive import CORPUS, corpus_items  # noqa: E402
 
-CORPUS = ROOT / "tests" / "data" / "apple_ml_corpus.json"
 QUERIES = ROOT / "tests" / "data" / "judged_queries.json"
-UNDATED = datetime(2017, 1, 1, tzinfo=UTC)
 KINDS = ("acronym", "description", "question", "keyword")
-
-
-def corpus_items() -> list[Item]:
-    items = []
-    for post in json.loads(CORPUS.read_text(encoding="utf-8")):
-        day = post["published"]
-        published = datetime.fromisoformat(day).replace(tzinfo=UTC) if day else UNDATED
-        items.append(Item(id=post["link"], guid=post["link"], title=post["title"], link=post["link"],
-                          summary=post["abstract"], published=published, kind=kind_of(post["link"]),
-                          authors=tuple(post["authors"])))
-    return items
 
 
 def ndcg(ranked: list[str], relevant: dict[str, int], k: int = 10) -> float:

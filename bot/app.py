@@ -19,6 +19,7 @@ from slack_sdk import WebClient
 from bot import listeners
 from bot.commands import Services
 from bot.config import Settings
+from bot.search.index import SearchIndex, meaning_model
 from bot.store import Store
 from bot.summarize import Summarizer
 
@@ -87,8 +88,6 @@ def _app(
 
 def make_services(settings: Settings, store: Store, client: WebClient | None) -> Services:
     """The dependencies the command handlers get."""
-    from bot.search.index import SearchIndex, meaning_model
-
     index = SearchIndex(store, model=meaning_model(settings))
     return Services(store=store, settings=settings, slack=client, summarizer=make_summarizer(settings),
                     index=index)

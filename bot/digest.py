@@ -30,7 +30,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.models.blocks import ContextBlock, HeaderBlock, PlainTextObject, SectionBlock
 
 from bot.blocks import KIND_LABEL, cut, escape, md, title_link
-from bot.deliver import LOCAL_TEAM_ID, ClientFor
+from bot.deliver import LOCAL_TEAM_ID, ClientFor, posted_ts
 from bot.errors import WorkspaceUnavailable
 from bot.models import DeliveryReport, Digest, Item, Subscription
 from bot.slackweb import (
@@ -211,16 +211,6 @@ def digest_text(message: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in message.items() if k != "blocks"}
 
 
-def posted_digest_ts(messages: Sequence[dict[str, Any]], period: str) -> str | None:
-    """The ts of our digest of `period` among channel messages (read with include_all_metadata)."""
-    for message in messages:
-        metadata = message.get("metadata") or {}
-        payload = metadata.get("event_payload") or {}
-        if metadata.get("event_type") == EVENT_TYPE and payload.get("period") == period:
-            return str(message["ts"])
-    return None
-
-
 # --- the digest step of a poll ---------------------------------------------------------------------------
 
 
@@ -366,7 +356,7 @@ class Digester:
                 page = client.conversations_history(
                     channel=channel, oldest=oldest, limit=200, include_all_metadata=True, cursor=cursor
                 )
-                found = posted_digest_ts(page.get("messages") or [], period)
+                found = posted_ts(page.get("messages") or [], period, event_type=EVENT_TYPE, key="period")
                 cursor = (page.get("response_metadata") or {}).get("next_cursor")
                 if found is not None or not page.get("has_more") or not cursor:
                     return found

@@ -4,19 +4,16 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from bot.feed import kind_of
-from bot.models import Item
 from bot.search.index import SearchIndex
 from bot.search.query import search
 from bot.store import SQLiteStore, Store, open_store
+from tests.fakes.archive import corpus_items
 
 CORPUS = json.loads((Path(__file__).parent / "data" / "apple_ml_corpus.json").read_text())
-UNDATED = datetime(2017, 1, 1, tzinfo=UTC)  # the corpus leaves some dates unknown
 
 QUERIES = [
     "diffusion",
@@ -40,17 +37,6 @@ QUERIES = [
     'author:"Siri Team"',
     "language models author:Zhang",
 ]
-
-
-def corpus_items() -> list[Item]:
-    items = []
-    for post in CORPUS:
-        day = post["published"]
-        published = datetime.fromisoformat(day).replace(tzinfo=UTC) if day else UNDATED
-        items.append(Item(id=post["link"], guid=post["link"], title=post["title"], link=post["link"],
-                          summary=post["abstract"], published=published, kind=kind_of(post["link"]),
-                          authors=tuple(post["authors"])))
-    return items
 
 
 def filled(store: Store) -> Store:

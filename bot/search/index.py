@@ -612,16 +612,22 @@ def _filters(query: Query) -> list[tuple[tantivy.Occur, tantivy.Query]]:
     return [(occur, tantivy.Query.const_score_query(q, 0.0)) for occur, q in clauses]
 
 
-def _scored(snapshot: _Snapshot, query: tantivy.Query, limit: int) -> list[tuple[float, str]]:
-    """The best `limit` (score, id), best first, without building Items (the hybrid ranking's candidates);
-    ties with the last place are all read, as in `_ranked`, so both stores pick the same."""
-    searcher = snapshot.searcher
+def _with_ties(searcher: tantivy.Searcher, query: tantivy.Query, limit: int) -> list[tuple[Any, Any]]:
+    """tantivy's best hits for `query`: at least `limit`, and every hit tied with the `limit`-th (read in
+    growing pages), so which of the tied ones are kept never depends on how tantivy breaks ties."""
     wanted = limit + 1
     while True:
         hits = searcher.search(query, wanted, count=False).hits
         if len(hits) < wanted or hits[-1][0] < hits[limit - 1][0]:
-            break
+            return hits
         wanted *= 4
+
+
+def _scored(snapshot: _Snapshot, query: tantivy.Query, limit: int) -> list[tuple[float, str]]:
+    """The best `limit` (score, id), best first, without building Items (the hybrid ranking's candidates);
+    ties with the last place are all read, as in `_ranked`, so both stores pick the same."""
+    searcher = snapshot.searcher
+    hits = _with_ties(searcher, query, limit)
     found = [(round(float(score), 6), str(searcher.doc(address).get_first("id"))) for score, address in hits]
     return sorted(found, key=lambda hit: (-hit[0], hit[1]))[:limit]
 
@@ -630,12 +636,7 @@ def _ranked(snapshot: _Snapshot, query: tantivy.Query, limit: int) -> list[Searc
     """The best `limit` hits: score, then newest, then id. Hits tied with the last place are all read, so
     the order never depends on how tantivy breaks ties."""
     searcher = snapshot.searcher
-    wanted = limit + 1
-    while True:
-        hits = searcher.search(query, wanted, count=False).hits
-        if len(hits) < wanted or hits[-1][0] < hits[limit - 1][0]:
-            break
-        wanted *= 4
+    hits = _with_ties(searcher, query, limit)
     # (score, published, id): published as the row's ISO-8601 UTC text, which sorts as the time does; only
     # the hits kept become Items.
     ranked: list[tuple[float, str, str]] = []

@@ -19,7 +19,7 @@ from typing import Any
 from bot.models import Digest, Item, Subscription
 from bot.store.base import StoreBase
 from bot.store.conn import Conn
-from bot.store.ledger import TopicMatch, queue_deliveries, subscription_matches
+from bot.store.ledger import TopicMatch, claim_row, queue_deliveries, subscription_matches
 from bot.store.models import iso, row_digest, row_item, row_subscription, utcnow
 
 # m011_digests, for both backends: {id} is the backend's own key column, {ref} its integer type.
@@ -154,13 +154,8 @@ class DigestsMixin(StoreBase):
     def claim_digest(self, digest_id: int, expected_state: str) -> bool:
         """Mark a digest as being posted again (a row released to `pending`, or one of unknown fate that the
         channel's history does not show). Only one caller can claim it."""
-        stamp = iso(utcnow())
         with self._write() as db:
-            cursor = db.execute(
-                "UPDATE digests SET state = 'posting', attempts = attempts + 1, claimed_at = ?, "
-                "updated_at = ? WHERE id = ? AND state = ?", [stamp, stamp, digest_id, expected_state],
-            )
-            return bool(cursor.rowcount == 1)
+            return claim_row(db, "digests", digest_id, expected_state)
 
     def digest_contents(self, digest_id: int) -> list[tuple[Item, tuple[str, ...]]]:
         """The items of a digest with the keywords each matched, newest first (items no longer in the

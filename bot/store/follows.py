@@ -13,6 +13,17 @@ from bot.store.base import StoreBase
 from bot.store.conn import Conn
 from bot.store.models import from_iso, iso, row_item, utcnow
 
+# m012_follows_saved, the same on both backends: `follows` (a person's keywords, per workspace), `saved_items`
+# (a person's reading list), and `deliveries.target`: 'person' for a follow's direct message (its channel_id
+# is then the person's user ID), 'channel' for every other row.
+FOLLOWS_DDL = (
+    "CREATE TABLE follows (team_id TEXT NOT NULL, user_id TEXT NOT NULL, keyword TEXT NOT NULL, "
+    "created_at TEXT NOT NULL, PRIMARY KEY (team_id, user_id, keyword))",
+    "CREATE TABLE saved_items (team_id TEXT NOT NULL, user_id TEXT NOT NULL, item_id TEXT NOT NULL, "
+    "saved_at TEXT NOT NULL, PRIMARY KEY (team_id, user_id, item_id))",
+    "CREATE INDEX saved_items_by_person ON saved_items (team_id, user_id, saved_at)",
+    "ALTER TABLE deliveries ADD COLUMN target TEXT NOT NULL DEFAULT 'channel'",
+)
 MAX_FOLLOWS = MAX_KEYWORDS  # keywords one person follows in one workspace
 MAX_SAVED = 500  # items in one person's reading list
 

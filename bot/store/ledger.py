@@ -11,6 +11,7 @@ from typing import Any
 
 from bot.models import Delivery, DeliveryBatch, Item, Subscription
 from bot.search.match import TOPIC_PREFIX, matched_keywords, matcher
+from bot.search.topics import words_only
 from bot.store.base import StoreBase
 from bot.store.conn import Conn
 from bot.store.models import iso, row_batch, row_delivery, utcnow
@@ -53,14 +54,8 @@ class LedgerMixin(StoreBase):
     def claim(self, delivery_id: int, expected_state: str = "pending") -> bool:
         """Mark a delivery as being posted (its fate is unknown until mark_sent / mark_failed). Only one
         caller can claim a pending row."""
-        now = iso(utcnow())
         with self._write() as db:
-            cursor = db.execute(
-                "UPDATE deliveries SET state = 'posting', attempts = attempts + 1, claimed_at = ?, "
-                "updated_at = ? WHERE id = ? AND state = ?",
-                [now, now, delivery_id, expected_state],
-            )
-            return bool(cursor.rowcount == 1)
+            return claim_row(db, "deliveries", delivery_id, expected_state)
 
     def mark_sent(self, delivery_id: int, ts: str | None) -> None:
         self._settle(delivery_id, "sent", None, ts=ts)
@@ -156,14 +151,8 @@ class LedgerMixin(StoreBase):
 
     def claim_batch(self, batch_id: str, expected_state: str = "pending") -> bool:
         """As `claim`, for a burst's message."""
-        now = iso(utcnow())
         with self._write() as db:
-            cursor = db.execute(
-                "UPDATE batches SET state = 'posting', attempts = attempts + 1, claimed_at = ?, "
-                "updated_at = ? WHERE id = ? AND state = ?",
-                [now, now, batch_id, expected_state],
-            )
-            return bool(cursor.rowcount == 1)
+            return claim_row(db, "batches", batch_id, expected_state)
 
     def mark_batch_sent(self, batch_id: str, ts: str | None) -> None:
         self._settle(batch_id, "sent", None, ts=ts, table="batches")
@@ -173,6 +162,18 @@ class LedgerMixin(StoreBase):
 
     def release_batch(self, batch_id: str, reason: str) -> None:
         self._settle(batch_id, "pending", reason, table="batches")
+
+
+def claim_row(db: Conn, table: str, row_id: int | str, expected_state: str) -> bool:
+    """Mark a ledger row (a delivery, a burst's message, a digest) as being posted: state 'posting', one
+    more attempt, claimed now. Only one caller can claim a row in `expected_state`."""
+    now = iso(utcnow())
+    cursor = db.execute(
+        f"UPDATE {table} SET state = 'posting', attempts = attempts + 1, claimed_at = ?, updated_at = ? "
+        "WHERE id = ? AND state = ?",
+        [now, now, row_id, expected_state],
+    )
+    return bool(cursor.rowcount == 1)
 
 
 def batch_id_of(poll: str, team_id: str, channel_id: str) -> str:
@@ -208,8 +209,6 @@ def queue_deliveries(db: Conn, items: Sequence[Item], subs: Sequence[Subscriptio
 def subscription_matches(item: Item, keywords: Sequence[str], topics: TopicMatch | None) -> list[str]:
     """Which of a subscription's keywords `item` matches: words and phrases through the analyzer, and each
     "about:<topic>" by `topics` (by meaning; without it, by the topic's words), kept prefixed."""
-    from bot.search.topics import words_only
-
     plain = [k for k in keywords if not k.startswith(TOPIC_PREFIX)]
     about = [k[len(TOPIC_PREFIX):] for k in keywords if k.startswith(TOPIC_PREFIX)]
     matched = matched_keywords(item.title, item.summary, plain)

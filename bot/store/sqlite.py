@@ -24,6 +24,7 @@ from bot.store.conn import Conn
 from bot.store.conversations import ANSWERED_EVENTS
 from bot.store.digests import DIGEST_SCHEMA
 from bot.store.feed_state import copy_global_baseline
+from bot.store.follows import FOLLOWS_DDL
 from bot.store.ledger import BATCHES_DDL
 from bot.store.merge import backfill_authors_text
 from bot.store.store import Store
@@ -224,17 +225,8 @@ def m011_digests(db: Database) -> None:
 
 
 def m012_follows_saved(db: Database) -> None:
-    """Personal follows and reading lists (issue 13): `follows` (a person's keywords, per workspace),
-    `saved_items` (a person's reading list), and `deliveries.target`: 'person' for a follow's direct message
-    (its channel_id is then the person's user ID), 'channel' for every other row."""
-    for sql in [
-        "CREATE TABLE follows (team_id TEXT NOT NULL, user_id TEXT NOT NULL, keyword TEXT NOT NULL, "
-        "created_at TEXT NOT NULL, PRIMARY KEY (team_id, user_id, keyword))",
-        "CREATE TABLE saved_items (team_id TEXT NOT NULL, user_id TEXT NOT NULL, item_id TEXT NOT NULL, "
-        "saved_at TEXT NOT NULL, PRIMARY KEY (team_id, user_id, item_id))",
-        "CREATE INDEX saved_items_by_person ON saved_items (team_id, user_id, saved_at)",
-        "ALTER TABLE deliveries ADD COLUMN target TEXT NOT NULL DEFAULT 'channel'",
-    ]:
+    """Personal follows and reading lists (issue 13): bot.store.follows.FOLLOWS_DDL."""
+    for sql in FOLLOWS_DDL:
         db.execute(sql)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -12,6 +13,20 @@ from bot.store import SQLiteStore, Store
 DATA = Path(__file__).resolve().parent.parent / "data"
 RSS = DATA / "apple_ml_rss.xml"
 ARCHIVE = DATA / "apple_ml_archive.xml"
+CORPUS = DATA / "apple_ml_corpus.json"  # 72 real posts (link, title, published, authors, abstract)
+UNDATED = datetime(2017, 1, 1, tzinfo=UTC)  # the corpus leaves some dates unknown
+
+
+def corpus_items() -> list[Item]:
+    """The 72 real posts of apple_ml_corpus.json as Items (for search quality and parity)."""
+    items = []
+    for post in json.loads(CORPUS.read_text(encoding="utf-8")):
+        day = post["published"]
+        published = datetime.fromisoformat(day).replace(tzinfo=UTC) if day else UNDATED
+        items.append(Item(id=post["link"], guid=post["link"], title=post["title"], link=post["link"],
+                          summary=post["abstract"], published=published, kind=feed.kind_of(post["link"]),
+                          authors=tuple(post["authors"])))
+    return items
 
 
 def fixture_items(path: Path = ARCHIVE) -> list[Item]:
