@@ -495,7 +495,7 @@ def _embed_archive(settings: Settings, store: Any, tty: bool, *, recompute: bool
         if tty:
             print("\r\033[K", end="", file=sys.stderr, flush=True)
     assert vectors is not None
-    return len(snapshot.rows), vectors.model
+    return len(snapshot.entries), vectors.model
 
 
 def _out(text: str) -> None:

@@ -46,6 +46,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.signature import SignatureVerifier
 from waitress import create_server, wasyncore
 
+from bot import memory
 from bot.app import LAZY_WORKERS, build_app, make_services, web_client
 from bot.config import Settings
 from bot.errors import ServeError, StoreError
@@ -60,10 +61,11 @@ EVENTS_PATH = "/slack/events"
 OAUTH_PATHS = ("/slack/install", "/slack/oauth_redirect")  # == bot.oauth.INSTALL_PATH, REDIRECT_PATH
 HEALTH_PATH = "/healthz"
 # Request threads. Listeners are CPU-bound Python and SQLite (the GIL lets one run at a time), so more threads
-# only queue for the GIL and lengthen the tail: with 20 concurrent searches on 2 cores, 4 threads answered
-# the 99th percentile in about three quarters of the time 8 did, at the same median. 4 still leave room
-# while a request waits on Slack (subscribe asks conversations.info; slow work runs as lazy listeners).
-HTTP_THREADS = 4
+# only queue for the GIL and lengthen the tail: with 20 concurrent searches on 2 cores (bench_app's first
+# searches of their words), 2 threads answered the 99th percentile in 67-81 ms where 4 took 86-99 ms and 8
+# 143-162 ms. Two leave room while a request waits on Slack (subscribe asks conversations.info; slow work
+# runs as lazy listeners), and while one thread is in numpy, tantivy or the database, the other runs Python.
+HTTP_THREADS = 2
 MAX_BODY = 1024 * 1024  # Slack's payloads are a few KB
 POLLER_STOP_SECONDS = 20.0
 # The poller (and the feed client and parser it imports) starts this long after the server listens, so its
@@ -230,6 +232,7 @@ def _start_poller_into(
 
 def serve(settings: Settings) -> int:
     """Run until SIGTERM/SIGINT; 0 on a clean stop. Raises ServeError when it cannot start."""
+    memory.limit_arenas()  # before any thread starts
     store = open_store(settings.database_url)
     store.migrate()
     executor = ThreadPoolExecutor(max_workers=LAZY_WORKERS, thread_name_prefix="lazy")

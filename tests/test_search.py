@@ -4,15 +4,17 @@ same for both stores); any user string is safe."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from bot.errors import SearchError, SearchUnavailable
 from bot.feed import parse
 from bot.models import Item, Validators
-from bot.search.index import READY_WAIT, SearchIndex, edits
+from bot.search.index import READY_WAIT, SearchIndex, _entry, edits
 from bot.search.query import MAX_QUERY_CHARS, parse_query
 from bot.search.query import search as run_search
 from bot.store import SQLiteStore, Store, open_store
@@ -308,15 +310,15 @@ def test_a_change_by_another_process_is_found_by_the_next_search(database_url):
 
 
 def counting_store(database_url: str) -> Store:
-    """A store of the URL's backend that counts its reads of the whole archive (`all_items`)."""
+    """A store of the URL's backend that counts its reads of the whole archive (`each_item`)."""
     plain = open_store(database_url)
 
     class Counting(type(plain)):  # type: ignore[misc]
         full_reads = 0
 
-        def all_items(self):
+        def each_item(self, page=1000):
             self.full_reads += 1
-            return super().all_items()
+            return super().each_item(page)
 
     return Counting(getattr(plain, "path", database_url))
 
@@ -336,7 +338,7 @@ def test_a_refresh_reads_only_the_rows_written_since(database_url):
     assert "filler-3" not in slugs(run_search(index, "filler", limit=20).hits)
     refreshed = index.current()
     assert mine.full_reads == 1 and refreshed.index is first.index
-    assert refreshed.rows == {row["id"]: row for row in mine.all_items()}
+    assert refreshed.entries == {row["id"]: _entry(row) for row in mine.all_items()}
     assert refreshed.marker == mine.change_marker() != first.marker
 
 
@@ -367,9 +369,9 @@ class HeldStore(SQLiteStore):
         super().__init__(path)
         self.release = threading.Event()
 
-    def all_items(self) -> list[Item]:
+    def each_item(self, page: int = 1000) -> Iterator[dict[str, Any]]:
         self.release.wait(10)
-        return super().all_items()
+        return super().each_item(page)
 
 
 def test_a_search_still_waiting_after_the_bound_gets_a_one_line_answer(tmp_path):

@@ -241,6 +241,26 @@ def test_items_read_back_equal_what_was_stored(store):
         )
 
 
+
+def test_each_item_reads_the_whole_archive_by_id_a_page_at_a_time(store):
+    store.ingest(URL, RSS, Validators())
+    paged = list(store.each_item(page=3))  # 10 items: pages of 3, 3, 3 and 1
+    assert [row["id"] for row in paged] == sorted(item.id for item in RSS)
+    assert paged == list(store.each_item(page=10)) == list(store.each_item(page=11)) == store.all_items()
+
+
+def test_item_by_link_finds_an_item_by_its_id_or_its_link(store):
+    store.ingest(URL, RSS, Validators())
+    velox = next(i for i in RSS if i.link.endswith("/velox"))
+    assert store.item_by_link(velox.link) == store.get_item(velox.id)
+    other = replace(velox, id="https://machinelearning.apple.com/research/velox-first",
+                    guid="velox-first", link="https://machinelearning.apple.com/research/velox-since")
+    store.add_items([other])
+    for name in (other.id, other.link):
+        found = store.item_by_link(name)
+        assert found is not None and found.id == other.id
+    assert store.item_by_link("https://machinelearning.apple.com/research/never-published") is None
+
 # --- feed state -----------------------------------------------------------------------------------------
 
 

@@ -22,18 +22,20 @@ answer.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
 import threading
 from collections import Counter, OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, time, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import tantivy
 
+from bot import memory
 from bot.config import Settings
 from bot.errors import BotError, SearchError, SearchUnavailable
 from bot.feed import kind_of
@@ -42,7 +44,7 @@ from bot.search import glossary
 from bot.search.analysis import ANALYZER_NAME, analyzer, terms
 from bot.search.query import Query
 from bot.store import Store
-from bot.store.models import from_iso, row_item
+from bot.store.models import from_iso
 
 if TYPE_CHECKING:
     from bot.search.embed import Embedder
@@ -91,16 +93,46 @@ class Found:
     note: str | None = None  # why these results match words only (search by meaning unavailable)
 
 
+class Entry(NamedTuple):
+    """What the index keeps in Python of each item: what ranking and filtering ask of every candidate. Its
+    text is in the database, which gives the hits (and in tantivy's index)."""
+
+    published: str  # the row's ISO-8601 UTC text, which sorts as the time does
+    kind: str  # as `_kind` gives it
+    digest: str  # of the text its vector is computed from (`item_text`)
+    written: int  # a hash of the whole row: a write that changed nothing is not indexed again
+
+
 @dataclass(frozen=True)
 class _Snapshot:
     index: tantivy.Index
     searcher: tantivy.Searcher
-    rows: dict[str, dict[str, Any]]  # id -> the item's row (bot.store.archive.ITEM_COLUMNS)
+    entries: dict[str, Entry]  # id -> Entry, for every item of the archive
     marker: int
     corrections: dict[str, tuple[str, str] | None]  # word -> (term, surface) (see _correct)
 
-    def item(self, item_id: str) -> Item:
-        return row_item(self.rows[item_id])
+
+def item_text(title: str, summary: str | None) -> str:
+    """What an item's vector is computed from: its title and abstract."""
+    return f"{title}. {' '.join((summary or '').split())}"
+
+
+def digest(text: str) -> str:
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:16]
+
+
+def _entry(row: dict[str, Any]) -> Entry:
+    return Entry(row["published"], _kind(row), digest(item_text(row["title"], row["summary"])), _hash(row))
+
+
+def _hash(row: dict[str, Any]) -> int:
+    return hash(tuple(row.values()))
+
+
+def items(store: Store, ids: Sequence[str]) -> list[Item]:
+    """The items of `ids` as the database holds them, in that order (one gone since is left out)."""
+    found = store.get_items(list(dict.fromkeys(ids)))
+    return [found[item_id] for item_id in ids if item_id in found]
 
 
 def _schema() -> tantivy.Schema:
@@ -117,44 +149,53 @@ SCHEMA = _schema()
 
 
 def build(store: Store, previous: _Snapshot | None = None) -> _Snapshot:
-    """The index of the whole archive (the marker is read first: the rows are at least that new). Given the
-    previous snapshot, only the rows written since its marker are read (`Store.changed_items`) and re-indexed,
-    in its index (unless more than REBUILD_SHARE of them changed: then a new index, whose statistics hold no
-    deleted documents). Items are never deleted by the bot: when the archive holds fewer items than the
-    snapshot's rows with the changes applied, some were, and every row is read again."""
+    """The index of the whole archive (the marker is read first: the rows are at least that new), its rows
+    read a page at a time (`Store.each_item`) and kept only as Entries. Given the previous snapshot, only the
+    rows written since its marker are read (`Store.changed_items`) and re-indexed, in its index (unless more
+    than REBUILD_SHARE of them changed: then a new index, whose statistics hold no deleted documents). Items
+    are never deleted by the bot: when the archive holds fewer items than the snapshot's entries with the
+    changes applied, some were, and the whole archive is read again."""
     marker = store.change_marker()
     if previous is not None:
         written, count = store.changed_items(previous.marker)
-        changed = [row for row in written if previous.rows.get(row["id"]) != row]
-        rows = previous.rows | {row["id"]: row for row in changed}
-        if len(rows) == count:
-            if len(changed) <= REBUILD_SHARE * max(count, 1):
-                index = previous.index
-                writer = index.writer(heap_size=WRITER_HEAP, num_threads=WRITER_THREADS)
-                for row in changed:
-                    writer.delete_documents_by_term("id", row["id"])
-                    writer.add_document(_document(row))
-                return _committed(index, writer, rows, marker)
-            return _new_index(rows, marker)
-    return _new_index({row["id"]: row for row in store.all_items()}, marker)
+        changed = [row for row in written if _written(previous, row)]
+        entries = previous.entries | {row["id"]: _entry(row) for row in changed}
+        if len(entries) == count and len(changed) <= REBUILD_SHARE * max(count, 1):
+            index = previous.index
+            writer = index.writer(heap_size=WRITER_HEAP, num_threads=WRITER_THREADS)
+            for row in changed:
+                writer.delete_documents_by_term("id", row["id"])
+                writer.add_document(_document(row))
+            return _committed(index, writer, entries, marker)
+    return _new_index(store.each_item(), marker)
 
 
-def _new_index(rows: dict[str, dict[str, Any]], marker: int) -> _Snapshot:
+def _written(previous: _Snapshot, row: dict[str, Any]) -> bool:
+    """Whether `row` differs from what `previous` indexed of it (or is new)."""
+    known = previous.entries.get(row["id"])
+    return known is None or known.written != _hash(row)
+
+
+def _new_index(rows: Iterable[dict[str, Any]], marker: int) -> _Snapshot:
     index = tantivy.Index(SCHEMA)
     index.register_tokenizer(ANALYZER_NAME, analyzer())
     writer = index.writer(heap_size=WRITER_HEAP, num_threads=WRITER_THREADS)
-    for row in rows.values():
+    entries = {}
+    for row in rows:
         writer.add_document(_document(row))
-    return _committed(index, writer, rows, marker)
+        entries[row["id"]] = _entry(row)
+    snapshot = _committed(index, writer, entries, marker)
+    memory.give_back()  # the writer's buffers and the rows read
+    return snapshot
 
 
 def _committed(
-    index: tantivy.Index, writer: tantivy.IndexWriter, rows: dict[str, dict[str, Any]], marker: int
+    index: tantivy.Index, writer: tantivy.IndexWriter, entries: dict[str, Entry], marker: int
 ) -> _Snapshot:
     writer.commit()
     writer.wait_merging_threads()
     index.reload()
-    return _Snapshot(index, index.searcher(), rows, marker, {})
+    return _Snapshot(index, index.searcher(), entries, marker, {})
 
 
 def _document(row: dict[str, Any]) -> tantivy.Document:
@@ -171,7 +212,7 @@ def _document(row: dict[str, Any]) -> tantivy.Document:
 
 
 def _kind(row: dict[str, Any]) -> str:
-    """The item's kind as `row_item` gives it (without parsing every link)."""
+    """The item's kind as `bot.store.models.row_item` gives it (without parsing every link)."""
     if row["kind"] == "update" or ("/updates/" in row["link"] and kind_of(row["link"]) == "update"):
         return "update"
     return "research"
@@ -290,8 +331,8 @@ class SearchIndex:
         try:
             current = self._vectors
             if current is None or current.marker != snapshot.marker or recompute:
-                current = self._vectors = sync(store or self.store, model, snapshot.rows, snapshot.marker,
-                                               _kind, None if recompute else current, progress, recompute)
+                current = self._vectors = sync(store or self.store, model, snapshot.entries, snapshot.marker,
+                                               None if recompute else current, progress, recompute)
             return current
         finally:
             self._vector_lock.release()
@@ -360,7 +401,8 @@ class SearchIndex:
             raise SearchError("Those are all common words (like 'the' or 'how'); add a word that says what "
                               "you are looking for.")
         expansions = glossary.expand(list(query.terms), query.text)
-        text, searched_for = _text_query(snapshot, query, expansions)
+        reader = store or self.store
+        text, searched_for = _text_query(snapshot, query, reader, expansions)
         clauses = [] if text is None else [(tantivy.Occur.Must, text)]
         clauses += _filters(query)
         expanded = glossary.shown(expansions)
@@ -370,53 +412,56 @@ class SearchIndex:
         keyword = _boolean(clauses)
         vectors, note = (None, None) if text is None else self._ready_vectors(snapshot, store)
         if vectors is None:
-            return Found(_ranked(snapshot, keyword, limit), searched_for, expanded, note)
+            return Found(_ranked(snapshot, keyword, limit, reader), searched_for, expanded, note)
         try:
-            hits = self._hybrid(snapshot, vectors, query, expansions, keyword, limit)
+            hits = _hybrid(self.model(), snapshot, vectors, query, expansions, keyword, limit, reader)
         except BotError as exc:  # the endpoint failed on the query: words only
             note = f"Search by meaning is unavailable ({' '.join(str(exc).split())[:150]}); these results " \
                    "match your words only."
-            return Found(_ranked(snapshot, keyword, limit), searched_for, expanded, note)
+            return Found(_ranked(snapshot, keyword, limit, reader), searched_for, expanded, note)
         return Found(hits, searched_for, expanded)
 
-    def _hybrid(self, snapshot: _Snapshot, vectors: Vectors, query: Query,
-                expansions: list[glossary.Expansion], keyword: tantivy.Query, limit: int) -> list[SearchHit]:
-        import numpy as np
+def _hybrid(model: Embedder, snapshot: _Snapshot, vectors: Vectors, query: Query,
+            expansions: list[glossary.Expansion], keyword: tantivy.Query, limit: int, store: Store
+            ) -> list[SearchHit]:
+    """The blend of keyword and meaning scores (see SearchIndex.search)."""
+    import numpy as np
 
-        words = [query.text or " ".join(query.terms)] + [" ".join(e.shown) for e in expansions]
-        qvec = self.model().embed([" ".join(words)])[0]
-        sims = vectors.similarities(qvec)
-        allowed = _allowed(snapshot, vectors, query)
-        if allowed is not None:
-            sims = np.where(allowed, sims, -np.inf)
-        keyword_hits = _scored(snapshot, keyword, KEYWORD_CANDIDATES)
-        nearest = np.argpartition(-sims, CANDIDATES)[:CANDIDATES] if len(sims) > CANDIDATES else \
-            np.arange(len(sims))
-        nearest = nearest[np.isfinite(sims[nearest])]
-        # (similarity, id) of the nearest, best first, as Python values (numpy scalars are slow one by one)
-        order = sorted(zip(sims[nearest].tolist(), (vectors.ids[n] for n in nearest.tolist()), strict=True),
-                       key=lambda near: (-near[0], near[1]))
-        if not keyword_hits:  # none of the words is in the archive: only a clear match by meaning counts
-            order = [near for near in order if near[0] >= NO_WORDS_FLOOR]
-        if not order:
-            return _ranked(snapshot, keyword, limit)
-        top, floor = order[0][0], order[-1][0]
-        span = max(top - floor, 1e-6)
-        best_keyword = keyword_hits[0][0] if keyword_hits else 0.0
-        at = [vectors.position.get(item_id, -1) for _, item_id in keyword_hits]
-        similar = sims[[n if n >= 0 else 0 for n in at]].tolist() if at else []
-        scores: dict[str, float] = {}
-        for (score, item_id), n, similarity in zip(keyword_hits, at, similar, strict=True):
-            meaning = 0.0 if n < 0 else max(0.0, (similarity - floor) / span)
-            share = score / best_keyword if best_keyword > 0 else 0.0
-            scores[item_id] = KEYWORD_WEIGHT * share + (1 - KEYWORD_WEIGHT) * meaning
-        for similarity, item_id in order:
-            if item_id not in scores:
-                scores[item_id] = (1 - KEYWORD_WEIGHT) * (similarity - floor) / span
-        ranked = sorted(((round(score, 6), snapshot.rows[i]["published"], i) for i, score in scores.items()
-                         if i in snapshot.rows), key=lambda h: h[2])
-        ranked.sort(key=lambda h: h[:2], reverse=True)
-        return [SearchHit(snapshot.item(i), score) for score, _, i in ranked[:limit]]
+    words = [query.text or " ".join(query.terms)] + [" ".join(e.shown) for e in expansions]
+    qvec = model.embed([" ".join(words)])[0]
+    sims = vectors.similarities(qvec)
+    allowed = _allowed(snapshot, vectors, query)
+    if allowed is not None:
+        sims = np.where(allowed, sims, -np.inf)
+    keyword_hits = _scored(snapshot, keyword, KEYWORD_CANDIDATES)
+    nearest = np.argpartition(-sims, CANDIDATES)[:CANDIDATES] if len(sims) > CANDIDATES else \
+        np.arange(len(sims))
+    nearest = nearest[np.isfinite(sims[nearest])]
+    # (similarity, id) of the nearest, best first, as Python values (numpy scalars are slow one by one)
+    order = sorted(zip(sims[nearest].tolist(), (vectors.ids[n] for n in nearest.tolist()), strict=True),
+                   key=lambda near: (-near[0], near[1]))
+    if not keyword_hits:  # none of the words is in the archive: only a clear match by meaning counts
+        order = [near for near in order if near[0] >= NO_WORDS_FLOOR]
+    if not order:
+        return _ranked(snapshot, keyword, limit, store)
+    top, floor = order[0][0], order[-1][0]
+    span = max(top - floor, 1e-6)
+    best_keyword = keyword_hits[0][0] if keyword_hits else 0.0
+    at = [vectors.position.get(item_id, -1) for _, item_id in keyword_hits]
+    similar = sims[[n if n >= 0 else 0 for n in at]].tolist() if at else []
+    scores: dict[str, float] = {}
+    for (score, item_id), n, similarity in zip(keyword_hits, at, similar, strict=True):
+        meaning = 0.0 if n < 0 else max(0.0, (similarity - floor) / span)
+        share = score / best_keyword if best_keyword > 0 else 0.0
+        scores[item_id] = KEYWORD_WEIGHT * share + (1 - KEYWORD_WEIGHT) * meaning
+    for similarity, item_id in order:
+        if item_id not in scores:
+            scores[item_id] = (1 - KEYWORD_WEIGHT) * (similarity - floor) / span
+    entries = snapshot.entries
+    ranked = sorted(((round(score, 6), entries[i].published, i) for i, score in scores.items()
+                     if i in entries), key=lambda h: h[2])
+    ranked.sort(key=lambda h: h[:2], reverse=True)
+    return _hits(store, ranked[:limit])
 
 
 def _allowed(snapshot: _Snapshot, vectors: Vectors, query: Query) -> Any:
@@ -437,7 +482,7 @@ def _allowed(snapshot: _Snapshot, vectors: Vectors, query: Query) -> Any:
     if filters.authors:
         clauses = _filters(Query((), False, replace(filters, since=None, until=None, kind=None)))
         searcher = snapshot.searcher
-        found = searcher.search(_boolean(clauses), len(snapshot.rows) or 1, count=False).hits
+        found = searcher.search(_boolean(clauses), len(snapshot.entries) or 1, count=False).hits
         ids = {str(searcher.doc(address).get_first("id")) for _, address in found}
         mask &= np.array([item_id in ids for item_id in vectors.ids], dtype=bool)
     return mask
@@ -489,8 +534,9 @@ def _prefixed(searcher: tantivy.Searcher, typed: str) -> list[str]:
     return chosen
 
 
-def _text_query(snapshot: _Snapshot, query: Query, expansions: list[glossary.Expansion] | None = None
-                ) -> tuple[tantivy.Query | None, str | None]:
+def _text_query(
+    snapshot: _Snapshot, query: Query, store: Store, expansions: list[glossary.Expansion] | None = None
+) -> tuple[tantivy.Query | None, str | None]:
     """The scoring part of a query (None when it has no words), and the query as searched when a word was
     corrected. The glossary's other forms of an abbreviation or long form the query names are OR-ed in, each
     as a phrase (an abbreviation also as its plural: "LLM" finds "LLMs")."""
@@ -511,7 +557,7 @@ def _text_query(snapshot: _Snapshot, query: Query, expansions: list[glossary.Exp
             parts += [_term(t) for t in alternatives]
             shown.append(word)
             continue
-        correction = _correct(snapshot, word, stems[0])
+        correction = _correct(snapshot, word, stems[0], store)
         if correction is None:
             shown.append(word)
             continue
@@ -538,25 +584,26 @@ def _text_query(snapshot: _Snapshot, query: Query, expansions: list[glossary.Exp
     return text, (" ".join(shown) if corrected else None)
 
 
-def _correct(snapshot: _Snapshot, word: str, stem: str) -> tuple[str, str] | None:
+def _correct(snapshot: _Snapshot, word: str, stem: str, store: Store) -> tuple[str, str] | None:
     """For a word no indexed term matches: the nearest indexed term within the fuzzy distance (tantivy's
     fuzzy term query finds the documents; their words name the term: nearest, then most frequent), and the
     word as most often written there."""
     if word in snapshot.corrections:
         return snapshot.corrections[word]
-    snapshot.corrections[word] = found = _nearest(snapshot, stem)
+    snapshot.corrections[word] = found = _nearest(snapshot, stem, store)
     return found
 
 
-def _nearest(snapshot: _Snapshot, stem: str) -> tuple[str, str] | None:
+def _nearest(snapshot: _Snapshot, stem: str, store: Store) -> tuple[str, str] | None:
     searcher = snapshot.searcher
     distance = 2 if len(stem) >= LONG_WORD_CHARS else 1
     letters = set(stem)
     fuzzy = _fields({name: tantivy.Query.fuzzy_term_query(SCHEMA, name, stem, distance=distance)
                      for name, _ in TEXT_FIELDS})
     surfaces: dict[str, Counter[str]] = {}
-    for _, address in searcher.search(fuzzy, FUZZY_SAMPLE, count=False).hits:
-        item = snapshot.item(str(searcher.doc(address).get_first("id")))
+    sample = [str(searcher.doc(address).get_first("id"))
+              for _, address in searcher.search(fuzzy, FUZZY_SAMPLE, count=False).hits]
+    for item in items(store, sample):
         for surface in _WORDS.findall(f"{item.title} {item.summary} {' '.join(item.authors)}".lower()):
             found = terms(surface)
             if len(found) == 1 and abs(len(found[0]) - len(stem)) <= distance \
@@ -632,7 +679,7 @@ def _scored(snapshot: _Snapshot, query: tantivy.Query, limit: int) -> list[tuple
     return sorted(found, key=lambda hit: (-hit[0], hit[1]))[:limit]
 
 
-def _ranked(snapshot: _Snapshot, query: tantivy.Query, limit: int) -> list[SearchHit]:
+def _ranked(snapshot: _Snapshot, query: tantivy.Query, limit: int, store: Store) -> list[SearchHit]:
     """The best `limit` hits: score, then newest, then id. Hits tied with the last place are all read, so
     the order never depends on how tantivy breaks ties."""
     searcher = snapshot.searcher
@@ -642,10 +689,16 @@ def _ranked(snapshot: _Snapshot, query: tantivy.Query, limit: int) -> list[Searc
     ranked: list[tuple[float, str, str]] = []
     for score, address in hits:
         key = str(searcher.doc(address).get_first("id"))
-        ranked.append((round(float(score), 6), snapshot.rows[key]["published"], key))
+        ranked.append((round(float(score), 6), snapshot.entries[key].published, key))
     ranked.sort(key=lambda hit: hit[2])
     ranked.sort(key=lambda hit: hit[:2], reverse=True)
-    return [SearchHit(snapshot.item(key), score) for score, _, key in ranked[:limit]]
+    return _hits(store, ranked[:limit])
+
+
+def _hits(store: Store, ranked: list[tuple[float, str, str]]) -> list[SearchHit]:
+    """(score, published, id), best first, as SearchHits: the items read from the database."""
+    found = store.get_items([key for _, _, key in ranked])
+    return [SearchHit(found[key], score) for score, _, key in ranked if key in found]
 
 
 def meaning_model(settings: Settings) -> Callable[[], Embedder]:

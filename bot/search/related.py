@@ -18,7 +18,7 @@ from bot.errors import BotError, NothingFound, SearchError
 from bot.feed import canonical_link
 from bot.models import Item
 from bot.search.analysis import terms
-from bot.search.index import STOPWORDS, TEXT_FIELDS, SearchIndex, _Snapshot
+from bot.search.index import STOPWORDS, TEXT_FIELDS, SearchIndex, _Snapshot, items
 from bot.search.query import MAX_QUERY_CHARS, parse_query
 from bot.store import Store
 
@@ -54,15 +54,12 @@ def find_item(index: SearchIndex, text: str, store: Store | None = None) -> Item
         text = found.group(1)
     if not re.search(r"[^\W_]", text):
         raise SearchError("Give a link to an item in the archive, or words of its title.")
-    snapshot = index.current(store)
-    if text in snapshot.rows:
-        return snapshot.item(text)
     link = canonical_link(text) if re.match(r"(?i)https?://", text) else None
-    if link is not None:
-        for item_id, row in snapshot.rows.items():
-            if row["link"] == text or canonical_link(row["link"]) == link:
-                return snapshot.item(item_id)
-        raise NothingFound(f"That link is not in the archive: {text[:100]}")
+    if link is not None:  # items hold canonical links (an id is one too)
+        named = (store or index.store).item_by_link(link)
+        if named is None:
+            raise NothingFound(f"That link is not in the archive: {text[:100]}")
+        return named
     hits = index.search(parse_query(text[:MAX_QUERY_CHARS]), 1, store).hits
     if not hits:
         raise NothingFound(f"Nothing in the archive matches {text[:100]!r}; try words of the title or a "
@@ -92,8 +89,9 @@ def related(index: SearchIndex, item: Item, limit: int = 5, store: Store | None 
         query = parse_query(words[:MAX_QUERY_CHARS] or item.title[:MAX_QUERY_CHARS])
         found = index.search(query, limit + 1, store)
         nearest = [(h.item.id, h.score) for h in found.hits if h.item.id != item.id]
-    return [Related(snapshot.item(i), score, shares(snapshot, item, snapshot.item(i)))
-            for i, score in nearest[:limit]]
+    scores = dict(nearest[:limit])
+    return [Related(other, scores[other.id], shares(snapshot, item, other))
+            for other in items(store or index.store, list(scores))]
 
 
 def shares(snapshot: _Snapshot, one: Item, other: Item) -> str:
@@ -112,7 +110,7 @@ def shares(snapshot: _Snapshot, one: Item, other: Item) -> str:
             surfaces.setdefault(found[0], word)
             theirs[found[0]] += 1
     searcher = snapshot.searcher
-    total = max(len(snapshot.rows), 1)
+    total = max(len(snapshot.entries), 1)
 
     def weight(term: str) -> float:
         docs = max(sum(searcher.doc_freq(name, term) for name, _ in TEXT_FIELDS[:2]), 1)

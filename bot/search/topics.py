@@ -69,13 +69,13 @@ class TopicMatcher:
         """The labels of the topics `item` matches: "topic (similarity 0.47)" or "topic (its words)"."""
         if not topics:
             return []
-        from bot.search.vectors import item_text
+        from bot.search.index import item_text
 
         model = self._embedder()
         similarities: list[float] = []
         if model is not None:
             try:
-                text = item_text({"title": item.title, "summary": item.summary})
+                text = item_text(item.title, item.summary)
                 matrix = model.embed([text, *(topic_text(t) for t in topics)])
                 similarities = [float(matrix[0] @ matrix[n + 1]) for n in range(len(topics))]
             except BotError as exc:

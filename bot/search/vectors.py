@@ -2,25 +2,24 @@
 meaning. A matrix product ranks the whole archive (20,000 items x 256 dimensions is ~20 MB and ~2 ms); no
 vector database. Imported lazily (numpy, the model) by bot.search.index.
 
-    vectors = sync(store, model, rows, marker, previous=None)   # loads stored vectors, embeds the missing
+    vectors = sync(store, model, entries, marker, previous=None)   # loads stored vectors, embeds the missing
     vectors.similarities(model.embed(["text"])[0])             # cosine similarity of every item
 
-Each item's vector is computed once per model and text (`item_text`, its `digest` stored beside it): a
+Each item's vector is computed once per model and text (`index.item_text`, its `digest` stored beside it): a
 process finds the vectors another computed in the store (bot.store.vectors), and embeds only the items that
 have none for its model, or whose title or abstract changed since.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from bot.search.embed import Embedder
+from bot.search.index import Entry, digest, item_text
 from bot.store import Store
 from bot.store.models import from_iso
 
@@ -28,15 +27,6 @@ log = logging.getLogger("bot.search.vectors")
 
 EMBED_BATCH = 256  # items embedded (and stored) at a time
 Progress = Callable[[int, int], None]  # (done, total)
-
-
-def item_text(row: dict[str, Any]) -> str:
-    """What an item's vector is computed from: its title and abstract."""
-    return f"{row['title']}. {' '.join((row['summary'] or '').split())}"
-
-
-def digest(text: str) -> str:
-    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:16]
 
 
 @dataclass(frozen=True)
@@ -67,18 +57,19 @@ class Vectors:
         return None if n is None else self.matrix[n]
 
 
-def sync(store: Store, model: Embedder, rows: dict[str, dict[str, Any]], marker: int,
-         kind: Callable[..., str], previous: Vectors | None = None, progress: Progress | None = None,
-         recompute: bool = False) -> Vectors:
-    """The vectors of every row in `rows` (the search index's rows at `marker`): the previous ones where the
-    text is unchanged, else the store's, else computed now (and stored); all computed with `recompute`. The
-    matrix is filled in place (stored vectors are read a chunk at a time): loading holds each vector once."""
+def sync(store: Store, model: Embedder, entries: Mapping[str, Entry], marker: int,
+         previous: Vectors | None = None, progress: Progress | None = None, recompute: bool = False
+         ) -> Vectors:
+    """The vectors of every item of `entries` (the search index's at `marker`): the previous ones where the
+    text is unchanged, else the store's, else computed now (the texts read from the store, and the vectors
+    stored); all computed with `recompute`. The matrix is filled in place (stored vectors are read a chunk
+    at a time): loading holds each vector once."""
     if previous is not None and (previous.model != model.name or recompute
-                                 or not set(previous.ids) <= set(rows)):
+                                 or not set(previous.ids) <= entries.keys()):
         previous = None
-    wanted = {item_id: digest(item_text(row)) for item_id, row in rows.items()}
-    ids = list(rows) if previous is None else \
-        previous.ids + [item_id for item_id in rows if item_id not in previous.position]
+    wanted = {item_id: entry.digest for item_id, entry in entries.items()}
+    ids = list(entries) if previous is None else \
+        previous.ids + [item_id for item_id in entries if item_id not in previous.position]
     position = {item_id: n for n, item_id in enumerate(ids)}
     known = previous.digests if previous is not None else {}
     need = [item_id for item_id in ids if known.get(item_id) != wanted[item_id]]
@@ -91,18 +82,21 @@ def sync(store: Store, model: Embedder, rows: dict[str, dict[str, Any]], marker:
                 have.add(item_id)
     missing = [item_id for item_id in need if item_id not in have]
     for start in range(0, len(missing), EMBED_BATCH):
-        batch = missing[start : start + EMBED_BATCH]
-        embedded = np.asarray(model.embed([item_text(rows[item_id]) for item_id in batch]), dtype=np.float32)
+        read = store.get_items(missing[start : start + EMBED_BATCH])  # an item deleted since is left out
+        batch = [(item_id, item_text(item.title, item.summary)) for item_id, item in read.items()]
+        embedded = np.asarray(model.embed([text for _, text in batch]), dtype=np.float32)
+        for item_id, text in batch:  # the digest of what was embedded (of a newer text than the snapshot's
+            wanted[item_id] = digest(text)  # when the item changed since: the next refresh's, already done)
         store.put_item_vectors(model.name, [(item_id, wanted[item_id], embedded[n].tobytes())
-                                            for n, item_id in enumerate(batch)])
-        for n, item_id in enumerate(batch):
+                                            for n, (item_id, _) in enumerate(batch)])
+        for n, (item_id, _) in enumerate(batch):
             matrix.put(position[item_id], embedded[n])
         if progress is not None:
-            progress(start + len(batch), len(missing))
+            progress(min(start + EMBED_BATCH, len(missing)), len(missing))
     if missing:
         log.info("event=items_embedded model=%s count=%d", model.name, len(missing))
-    published = np.array([_epoch(rows[i]["published"]) for i in ids], dtype=np.float64)
-    kinds = np.array([kind(rows[i]) for i in ids])
+    published = np.array([_epoch(entries[i].published) for i in ids], dtype=np.float64)
+    kinds = np.array([entries[i].kind for i in ids])
     return Vectors(model.name, marker, ids, position, wanted, matrix.done(), published, kinds)
 
 

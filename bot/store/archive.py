@@ -1,11 +1,11 @@
 """The archive: items and their aliases, ingesting a feed's fetch (new items, edits, the feed's baseline
 poll, queueing deliveries), merging the research index, and reading items back (a part of `Store`). Search is
-not the archive's: the engine (bot.search.index) is built from `all_items` and, when `change_marker` moves,
+not the archive's: the engine (bot.search.index) is built from `each_item` and, when `change_marker` moves,
 refreshed from `changed_items`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -19,6 +19,7 @@ from bot.store.merge import Batch, Known, enrichment, marks
 from bot.store.models import iso, row_item, utcnow
 from bot.store.subscriptions import active_subscriptions
 
+ITEM_PAGE = 1000  # rows read at a time by each_item
 ITEM_COLUMNS = (
     "items.pk, items.id, items.guid, items.title, items.link, items.summary, items.published, "
     "items.kind, items.authors"
@@ -144,10 +145,28 @@ class ArchiveMixin(StoreBase):
             return [row_item(r) for r in db.rows(sql, [*params, limit])]
 
     def all_items(self) -> list[dict[str, Any]]:
-        """Every item of the archive as a row (`row_item` makes it an Item), by id: what the search index is
-        built from (it converts only the rows a search returns)."""
+        """Every item of the archive as a row (`row_item` makes it an Item), by id."""
+        return list(self.each_item())
+
+    def each_item(self, page: int = ITEM_PAGE) -> Iterator[dict[str, Any]]:
+        """Every item of the archive as a row, by id, read `page` rows at a time (each page a unit of work of
+        its own): what the search index is built from, without holding the whole archive in memory."""
+        after = ""
+        while True:
+            with self.connect() as db:
+                rows = db.rows(f"SELECT {ITEM_COLUMNS} FROM items WHERE id > ? ORDER BY id LIMIT ?",
+                               [after, page])
+            yield from rows
+            if len(rows) < page:
+                return
+            after = rows[-1]["id"]
+
+    def item_by_link(self, link: str) -> Item | None:
+        """The item whose id or link is `link` (a canonical link, as items hold them)."""
         with self.connect() as db:
-            return db.rows(f"SELECT {ITEM_COLUMNS} FROM items ORDER BY items.id")
+            rows = db.rows(f"SELECT {ITEM_COLUMNS} FROM items WHERE id = ? OR link = ? ORDER BY pk LIMIT 1",
+                           [link, link])
+        return row_item(rows[0]) if rows else None
 
     def change_marker(self) -> int:
         """A counter every insert, update or delete of items moves (triggers, whatever process writes): the
