@@ -8,6 +8,9 @@
    correction cached yet), searches for recurring topics (a team searches the same few dozen topics over and
    over), and a worst case where most queries match most items.
 3. Peak RSS (VmHWM) of the serve process after that load (its search index holds the whole archive).
+4. With a PostgreSQL URL (BENCH_DATABASE_URL, or TEST_DATABASE_URL), steps 2 and 3 again for the realistic
+   archive on PostgreSQL (a fresh schema, dropped afterwards), as a Heroku install runs; without one only
+   SQLite is measured, and the output says so.
 
 Targets: cold start < 1.5 s and < 1.5x bare Bolt; search p99 < 100 ms in every mix; peak RSS < 150 MB.
 Run: python benchmarks/bench_app.py [--quick]
@@ -18,6 +21,7 @@ from __future__ import annotations
 import argparse
 import compileall
 import json
+import os
 import random
 import statistics
 import subprocess
@@ -26,6 +30,9 @@ import tempfile
 import textwrap
 import threading
 import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -35,7 +42,7 @@ ITEMS = 20_000  # the archive searched (issue 12's size for the index's memory)
 sys.path.insert(0, str(ROOT))
 
 from bot.models import Item  # noqa: E402
-from bot.store import SQLiteStore  # noqa: E402
+from bot.store import SQLiteStore, Store, open_store  # noqa: E402
 from tests.fakes.slack_api import FakeSlack  # noqa: E402
 from tests.fakes.slack_sender import (  # noqa: E402
     SECRET,
@@ -230,6 +237,45 @@ def archive(tmp: Path, *, dense: bool) -> SQLiteStore:
     return store
 
 
+@contextmanager
+def postgres_copy(url: str, source: SQLiteStore) -> Iterator[str]:
+    """A fresh schema of the PostgreSQL database at `url` holding `source`'s items and vectors (copied, not
+    computed again); yields its DATABASE_URL, and drops the schema afterwards."""
+    import psycopg
+
+    from bot.search.embed import BUNDLED_NAME
+
+    schema = f"bench_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute(f'CREATE SCHEMA "{schema}"')
+    scoped = f"{url}{'&' if '?' in url else '?'}options=-csearch_path%3D{schema}"
+    store: Store = open_store(scoped)
+    try:
+        store.migrate()
+        store.add_items(synthetic_items(ITEMS))
+        store.put_item_vectors(BUNDLED_NAME, list(source.each_item_vector(BUNDLED_NAME)))
+        store.close()
+        yield scoped
+    finally:
+        store.close()
+        with psycopg.connect(url, autocommit=True) as admin:
+            admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+def realistic_loads(bot: ServeProcess, clients: int, per_client: int, backend: str) -> list[Load]:
+    """The realistic archive's two mixes (each search the first of its words; recurring topics), reported."""
+    search_load(bot, clients, 5)  # warm up: auth.test, page cache, the index's first build
+    time.sleep(WARM_MODEL)  # and the embedding model and vectors, loaded in the background
+    few = per_client // 4
+    first = measure(bot, clients, few, new_queries(clients * few), unique=True)
+    report(f"{backend}, realistic archive, each search the first of its words", first, clients, ITEMS,
+           target=True)
+    recurring = measure(bot, clients, per_client)
+    report(f"{backend}, realistic archive, searches for recurring topics", recurring, clients, ITEMS,
+           target=True)
+    return [first, recurring]
+
+
 @dataclass(frozen=True)
 class Load:
     latencies: list[float]  # sorted, seconds
@@ -299,30 +345,34 @@ def main() -> None:
         cold.migrate()
         cold.add_items(synthetic_items(ITEMS))
         cold_start({**env, "DATABASE_URL": f"sqlite:///{cold.path}"}, tmp, runs=5)
-        peak = 0.0
+        peaks: dict[str, float] = {}
         loads: list[Load] = []
-        for dense in (False, True):
-            store = archive(tmp, dense=dense)
-            items = store.count_items()
-            with ServeProcess({**env, "DATABASE_URL": f"sqlite:///{store.path}"}, tmp) as bot:
-                search_load(bot, clients, 5)  # warm up: auth.test, page cache, the index's first build
-                time.sleep(WARM_MODEL)  # and the embedding model and vectors, loaded in the background
-                if dense:
-                    loads.append(measure(bot, clients, per_client // 4))
-                    report("worst case: most queries match most items", loads[-1], clients, items,
-                           target=True)
-                else:
-                    few = per_client // 4
-                    loads.append(measure(bot, clients, few, new_queries(clients * few), unique=True))
-                    report("realistic archive, each search the first of its words", loads[-1], clients, items,
-                           target=True)
-                    loads.append(measure(bot, clients, per_client))
-                    report("realistic archive, searches for recurring topics", loads[-1], clients, items,
-                           target=True)
+        real = archive(tmp, dense=False)
+        with ServeProcess({**env, "DATABASE_URL": f"sqlite:///{real.path}"}, tmp) as bot:
+            loads += realistic_loads(bot, clients, per_client, "SQLite")
+            assert bot.proc is not None
+            peaks["SQLite"] = peak_rss_mb(bot.proc.pid)
+        dense = archive(tmp, dense=True)
+        with ServeProcess({**env, "DATABASE_URL": f"sqlite:///{dense.path}"}, tmp) as bot:
+            search_load(bot, clients, 5)
+            time.sleep(WARM_MODEL)
+            loads.append(measure(bot, clients, per_client // 4))
+            report("SQLite, worst case: most queries match most items", loads[-1], clients, ITEMS,
+                   target=True)
+            assert bot.proc is not None
+            peaks["SQLite"] = max(peaks["SQLite"], peak_rss_mb(bot.proc.pid))
+        url = os.environ.get("BENCH_DATABASE_URL") or os.environ.get("TEST_DATABASE_URL")
+        if url:
+            with (postgres_copy(url, real) as scoped,
+                  ServeProcess({**env, "DATABASE_URL": scoped}, tmp) as bot):
+                loads += realistic_loads(bot, clients, per_client, "PostgreSQL")
                 assert bot.proc is not None
-                peak = max(peak, peak_rss_mb(bot.proc.pid))
-        print(f"peak RSS of serve (VmHWM, after the load): {peak:.1f} MB   target < 150 MB: "
-              f"{'ok' if peak < 150 else 'MISSED'}")
+                peaks["PostgreSQL"] = peak_rss_mb(bot.proc.pid)
+        else:
+            print("PostgreSQL not measured: set BENCH_DATABASE_URL (or TEST_DATABASE_URL)")
+        for backend, peak in peaks.items():
+            print(f"peak RSS of serve on {backend} (VmHWM, after the load): {peak:.1f} MB   target < 150 MB: "
+                  f"{'ok' if peak < 150 else 'MISSED'}")
         steal = ", ".join(f"{load.steal:.0f}%" for load in loads)
         print(f"machine: reference loop {reference:.0f} ms at the start, {reference_loop_ms():.0f} ms at the "
               f"end (best of 5 each); CPU steal during the loads {steal}")

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bot import memory
 from bot.search.embed import Embedder
 from bot.search.index import Entry, digest, item_text
 from bot.store import Store
@@ -97,6 +98,8 @@ def sync(store: Store, model: Embedder, entries: Mapping[str, Entry], marker: in
         log.info("event=items_embedded model=%s count=%d", model.name, len(missing))
     published = np.array([_epoch(entries[i].published) for i in ids], dtype=np.float64)
     kinds = np.array([entries[i].kind for i in ids])
+    if previous is None:
+        memory.give_back()  # what reading the store's vectors left behind
     return Vectors(model.name, marker, ids, position, wanted, matrix.done(), published, kinds)
 
 

@@ -35,22 +35,24 @@ class VectorsMixin(StoreBase):
 
     def each_item_vector(self, model: str, ids: Sequence[str] | None = None,
                          chunk: int = 1000) -> Iterator[tuple[str, str, bytes]]:
-        """(item id, digest, float32 bytes) of `model`'s vectors (all, or those of `ids`), read a chunk at a
-        time (a process loading 20,000 vectors never holds them twice)."""
+        """(item id, digest, float32 bytes) of `model`'s vectors (all, by item id, or those of `ids`), read
+        `chunk` at a time (a process loading 20,000 vectors never holds them twice)."""
         if ids is not None:
             wanted = list(ids)
             for start in range(0, len(wanted), 500):
                 part = self.item_vectors(model, wanted[start : start + 500])
                 yield from ((item_id, d, v) for item_id, (d, v) in part.items())
             return
-        with self.connect() as db:
-            cursor = db.execute("SELECT item_id, digest, vector FROM item_vectors WHERE model = ?", [model])
-            while True:
-                rows = cursor.fetchmany(chunk)
-                if not rows:
-                    return
-                for row in rows:
-                    yield row[0], row[1], bytes(row[2])
+        after = ""
+        while True:  # a page per query: a driver may hold a query's whole answer until it is closed
+            with self.connect() as db:
+                rows = db.execute("SELECT item_id, digest, vector FROM item_vectors WHERE model = ? AND "
+                                  "item_id > ? ORDER BY item_id LIMIT ?", [model, after, chunk]).fetchall()
+            for row in rows:
+                yield row[0], row[1], bytes(row[2])
+            if len(rows) < chunk:
+                return
+            after = rows[-1][0]
 
     def put_item_vectors(self, model: str, vectors: Sequence[tuple[str, str, bytes]]) -> int:
         """Store (item id, digest, float32 bytes) rows of `model`, replacing older ones."""
