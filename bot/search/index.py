@@ -11,7 +11,12 @@ letters that matches no indexed term is searched fuzzily (edit distance 1; 2 whe
 LONG_WORD_CHARS letters) and `Found.searched_for` says what was searched for instead. since:, until:,
 type: and author: are clauses of the tantivy query (dates or authors alone list their items, newest first).
 Equal scores are ordered newest first, then by id, so both stores give the same order. Queries are built with
-tantivy.Query constructors only (never its query parser): any user string is safe.
+tantivy.Query constructors only (never its query parser): any user string is safe. With search by meaning
+(`model`), bot.search.hybrid blends this ranking with the similarity of meaning.
+
+Memory: tantivy holds the indexed text; Python holds only an Entry per item (what ranking and filters ask of
+every candidate). The items a search returns are read from the database (one query), so the archive's text is
+never held twice.
 
 Freshness: every search reads the store's change marker (a counter bumped by triggers on items, one tiny
 query); when it moved, the rows written since (each row is stamped with its last write's marker) are read and
@@ -66,15 +71,8 @@ WRITER_THREADS = 2
 REBUILD_SHARE = 0.2
 SHOULD = tantivy.Occur.Should
 _WORDS = re.compile(r"[^\W_]+")
-# Hybrid ranking (see SearchIndex.search): a blend of the keyword score (BM25, as a share of the best hit's)
-# and the similarity of meaning (cosine, scaled between the CANDIDATES-th best item's and the best's),
-# KEYWORD_WEIGHT for the first. Tuned on tests/data/judged_queries.json (benchmarks/bench_quality.py).
-KEYWORD_WEIGHT = 0.4
-CANDIDATES = 50  # nearest by meaning considered
 MAX_FOUND = 256  # searches whose answers are kept (SearchIndex._found)
-KEYWORD_CANDIDATES = 20  # best by keywords considered (20 ranks the judged set as 50 does, cheaper)
 EXPANSION_BOOST = 0.5  # a glossary form the query did not use weighs this much of the words it did
-NO_WORDS_FLOOR = 0.3  # with no keyword hit, matches by meaning alone need this cosine similarity
 _FILLER = """a about an and any are as at be by can do does for from has have how i in into is it its me of
 on or our say says show shows tell than that the their there these this to was we what when where which who
 why with you your"""
@@ -377,11 +375,7 @@ class SearchIndex:
     def search(self, query: Query, limit: int, store: Store | None = None) -> Found:
         """The best `limit` hits for `query` (see the module docstring); `store` as in `current`.
 
-        With search by meaning, the ranking blends the keyword score (BM25 as a share of the best keyword
-        hit's) with the similarity of meaning (cosine similarity of the query's and each item's vectors,
-        scaled between the CANDIDATES-th best and the best of the items the filters allow), KEYWORD_WEIGHT to
-        the first: a blend, not reciprocal rank fusion, because it keeps how far ahead a hit is (an exact
-        title or a rare word beats everything in BM25, and stays first), where ranks alone would not."""
+        With search by meaning, the ranking blends keyword and meaning scores (bot.search.hybrid)."""
         snapshot = self.current(store)
         with self._lock_found:
             held = self._found.get((query, limit))
@@ -404,91 +398,26 @@ class SearchIndex:
         reader = store or self.store
         text, searched_for = _text_query(snapshot, query, reader, expansions)
         clauses = [] if text is None else [(tantivy.Occur.Must, text)]
-        clauses += _filters(query)
+        clauses += filter_clauses(query)
         expanded = glossary.shown(expansions)
         dated = query.filters.since or query.filters.until
         if not clauses or (text is None and not query.filters.authors and not dated):
             return Found([], searched_for, expanded)
-        keyword = _boolean(clauses)
+        keyword = combined(clauses)
         vectors, note = (None, None) if text is None else self._ready_vectors(snapshot, store)
         if vectors is None:
-            return Found(_ranked(snapshot, keyword, limit, reader), searched_for, expanded, note)
+            return Found(ranked_hits(snapshot, keyword, limit, reader), searched_for, expanded, note)
+        from bot.search import hybrid  # numpy's boundary: imported with the model
+
         try:
-            hits = _hybrid(self.model(), snapshot, vectors, query, expansions, keyword, limit, reader)
+            hits = hybrid.rank(self.model(), snapshot, vectors, query, expansions, keyword, limit, reader)
         except BotError as exc:  # the endpoint failed on the query: words only
             note = f"Search by meaning is unavailable ({' '.join(str(exc).split())[:150]}); these results " \
                    "match your words only."
-            return Found(_ranked(snapshot, keyword, limit, reader), searched_for, expanded, note)
+            return Found(ranked_hits(snapshot, keyword, limit, reader), searched_for, expanded, note)
         return Found(hits, searched_for, expanded)
 
-def _hybrid(model: Embedder, snapshot: _Snapshot, vectors: Vectors, query: Query,
-            expansions: list[glossary.Expansion], keyword: tantivy.Query, limit: int, store: Store
-            ) -> list[SearchHit]:
-    """The blend of keyword and meaning scores (see SearchIndex.search)."""
-    import numpy as np
-
-    words = [query.text or " ".join(query.terms)] + [" ".join(e.shown) for e in expansions]
-    qvec = model.embed([" ".join(words)])[0]
-    sims = vectors.similarities(qvec)
-    allowed = _allowed(snapshot, vectors, query)
-    if allowed is not None:
-        sims = np.where(allowed, sims, -np.inf)
-    keyword_hits = _scored(snapshot, keyword, KEYWORD_CANDIDATES)
-    nearest = np.argpartition(-sims, CANDIDATES)[:CANDIDATES] if len(sims) > CANDIDATES else \
-        np.arange(len(sims))
-    nearest = nearest[np.isfinite(sims[nearest])]
-    # (similarity, id) of the nearest, best first, as Python values (numpy scalars are slow one by one)
-    order = sorted(zip(sims[nearest].tolist(), (vectors.ids[n] for n in nearest.tolist()), strict=True),
-                   key=lambda near: (-near[0], near[1]))
-    if not keyword_hits:  # none of the words is in the archive: only a clear match by meaning counts
-        order = [near for near in order if near[0] >= NO_WORDS_FLOOR]
-    if not order:
-        return _ranked(snapshot, keyword, limit, store)
-    top, floor = order[0][0], order[-1][0]
-    span = max(top - floor, 1e-6)
-    best_keyword = keyword_hits[0][0] if keyword_hits else 0.0
-    at = [vectors.position.get(item_id, -1) for _, item_id in keyword_hits]
-    similar = sims[[n if n >= 0 else 0 for n in at]].tolist() if at else []
-    scores: dict[str, float] = {}
-    for (score, item_id), n, similarity in zip(keyword_hits, at, similar, strict=True):
-        meaning = 0.0 if n < 0 else max(0.0, (similarity - floor) / span)
-        share = score / best_keyword if best_keyword > 0 else 0.0
-        scores[item_id] = KEYWORD_WEIGHT * share + (1 - KEYWORD_WEIGHT) * meaning
-    for similarity, item_id in order:
-        if item_id not in scores:
-            scores[item_id] = (1 - KEYWORD_WEIGHT) * (similarity - floor) / span
-    entries = snapshot.entries
-    ranked = sorted(((round(score, 6), entries[i].published, i) for i, score in scores.items()
-                     if i in entries), key=lambda h: h[2])
-    ranked.sort(key=lambda h: h[:2], reverse=True)
-    return _hits(store, ranked[:limit])
-
-
-def _allowed(snapshot: _Snapshot, vectors: Vectors, query: Query) -> Any:
-    """The items the query's filters allow, as a boolean array in `vectors.ids` order (None: all)."""
-    import numpy as np
-
-    filters = query.filters
-    if not (filters.since or filters.until or filters.kind or filters.authors):
-        return None
-    mask = np.ones(len(vectors.ids), dtype=bool)
-    if filters.since:
-        mask &= vectors.published >= datetime.combine(filters.since, time(), tzinfo=UTC).timestamp()
-    if filters.until:  # the last day included, as _filters
-        after = datetime.combine(filters.until + timedelta(days=1), time(), tzinfo=UTC)
-        mask &= vectors.published < after.timestamp()
-    if filters.kind:
-        mask &= vectors.kinds == filters.kind
-    if filters.authors:
-        clauses = _filters(Query((), False, replace(filters, since=None, until=None, kind=None)))
-        searcher = snapshot.searcher
-        found = searcher.search(_boolean(clauses), len(snapshot.entries) or 1, count=False).hits
-        ids = {str(searcher.doc(address).get_first("id")) for _, address in found}
-        mask &= np.array([item_id in ids for item_id in vectors.ids], dtype=bool)
-    return mask
-
-
-def _boolean(clauses: list[tuple[tantivy.Occur, tantivy.Query]]) -> tantivy.Query:
+def combined(clauses: list[tuple[tantivy.Occur, tantivy.Query]]) -> tantivy.Query:
     return clauses[0][1] if len(clauses) == 1 and clauses[0][0] == tantivy.Occur.Must else \
         tantivy.Query.boolean_query(clauses)
 
@@ -637,7 +566,7 @@ def edits(a: str, b: str) -> int:
     return previous[-1]
 
 
-def _filters(query: Query) -> list[tuple[tantivy.Occur, tantivy.Query]]:
+def filter_clauses(query: Query) -> list[tuple[tantivy.Occur, tantivy.Query]]:
     filters = query.filters
     clauses: list[tuple[tantivy.Occur, tantivy.Query]] = []
     if filters.since or filters.until:
@@ -670,16 +599,16 @@ def _with_ties(searcher: tantivy.Searcher, query: tantivy.Query, limit: int) -> 
         wanted *= 4
 
 
-def _scored(snapshot: _Snapshot, query: tantivy.Query, limit: int) -> list[tuple[float, str]]:
+def keyword_scores(snapshot: _Snapshot, query: tantivy.Query, limit: int) -> list[tuple[float, str]]:
     """The best `limit` (score, id), best first, without building Items (the hybrid ranking's candidates);
-    ties with the last place are all read, as in `_ranked`, so both stores pick the same."""
+    ties with the last place are all read, as in `ranked`, so both stores pick the same."""
     searcher = snapshot.searcher
     hits = _with_ties(searcher, query, limit)
     found = [(round(float(score), 6), str(searcher.doc(address).get_first("id"))) for score, address in hits]
     return sorted(found, key=lambda hit: (-hit[0], hit[1]))[:limit]
 
 
-def _ranked(snapshot: _Snapshot, query: tantivy.Query, limit: int, store: Store) -> list[SearchHit]:
+def ranked_hits(snapshot: _Snapshot, query: tantivy.Query, limit: int, store: Store) -> list[SearchHit]:
     """The best `limit` hits: score, then newest, then id. Hits tied with the last place are all read, so
     the order never depends on how tantivy breaks ties."""
     searcher = snapshot.searcher
@@ -692,10 +621,10 @@ def _ranked(snapshot: _Snapshot, query: tantivy.Query, limit: int, store: Store)
         ranked.append((round(float(score), 6), snapshot.entries[key].published, key))
     ranked.sort(key=lambda hit: hit[2])
     ranked.sort(key=lambda hit: hit[:2], reverse=True)
-    return _hits(store, ranked[:limit])
+    return hits_of(store, ranked[:limit])
 
 
-def _hits(store: Store, ranked: list[tuple[float, str, str]]) -> list[SearchHit]:
+def hits_of(store: Store, ranked: list[tuple[float, str, str]]) -> list[SearchHit]:
     """(score, published, id), best first, as SearchHits: the items read from the database."""
     found = store.get_items([key for _, _, key in ranked])
     return [SearchHit(found[key], score) for score, _, key in ranked if key in found]
