@@ -228,7 +228,8 @@ def archive(tmp: Path, *, dense: bool) -> SQLiteStore:
     """The archive as an install holds it: items, and their vectors for search by meaning (computed once,
     at ingest or by `reindex`; serve reads them in the background after it starts)."""
     from bot.search.embed import StaticModel
-    from bot.search.index import SearchIndex, build
+    from bot.search.engine import build
+    from bot.search.index import SearchIndex
 
     store = SQLiteStore(tmp / f"bench-{'dense' if dense else 'real'}.db")
     store.migrate()

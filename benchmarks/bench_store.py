@@ -4,7 +4,7 @@
 
 For SQLite (a temp file) and PostgreSQL (a fresh schema in the database BENCH_DATABASE_URL or
 TEST_DATABASE_URL names, dropped afterwards): ingest of N synthetic items with Store.add_items (in batches of
-5,000); the search index built from the database (bot.search.index.build); then search (limit 10, through
+5,000); the search index built from the database (bot.search.engine.build); then search (limit 10, through
 bot.search.query.search: the change-marker query included) p50/p99 over bench_ingest's mix of queries, at
 2,000, 20,000 and 100,000 items; "refresh" is the first search after 10 items changed (re-indexed first).
 Targets: search p99 < 10 ms at 20,000 and < 50 ms at 100,000; index build < 2 s at 20,000. Without a
@@ -40,7 +40,8 @@ from bot.errors import SearchError  # noqa: E402
 from bot.models import Item  # noqa: E402
 from bot.search import query as search  # noqa: E402
 from bot.search.embed import StaticModel  # noqa: E402
-from bot.search.index import STOPWORDS, SearchIndex, build  # noqa: E402
+from bot.search.engine import build  # noqa: E402
+from bot.search.index import STOPWORDS, SearchIndex  # noqa: E402
 from bot.store import SQLiteStore, Store, open_store  # noqa: E402
 
 BATCH = 5_000

@@ -101,8 +101,8 @@ def test_serve_starts_without_numpy_or_the_embedding_model(tmp_path: Path) -> No
 
     loaded = modules_imported("-c", "import bot.server", cwd=tmp_path)
     assert "bot.search.index" in loaded
-    assert loaded & {"numpy", "bot.search.embed", "bot.search.vectors", "safetensors", "tokenizers",
-                     "wordllama"} == set()
+    assert loaded & {"numpy", "bot.search.embed", "bot.search.vectors", "bot.search.hybrid", "safetensors",
+                     "tokenizers", "wordllama"} == set()
 
 
 def test_the_bundled_table_is_mapped_from_its_file_and_reads_as_safetensors_does() -> None:

@@ -14,7 +14,9 @@ import pytest
 from bot.errors import SearchError, SearchUnavailable
 from bot.feed import parse
 from bot.models import Item, Validators
-from bot.search.index import READY_WAIT, SearchIndex, _entry, edits
+from bot.search.engine import _entry
+from bot.search.index import READY_WAIT, SearchIndex
+from bot.search.keywords import edits
 from bot.search.query import MAX_QUERY_CHARS, parse_query
 from bot.search.query import search as run_search
 from bot.store import SQLiteStore, Store, open_store

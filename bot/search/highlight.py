@@ -28,7 +28,7 @@ _TOKENS = re.compile(r"(\w+)", re.UNICODE)
 # Look-alikes for the characters that pair up as mrkdwn formatting.
 _INERT = str.maketrans({"*": "\u2217", "`": "\u02cb", "~": "\u223c"})
 MAX_ANSWERS = 20_000  # words remembered per set of query terms (_answers)
-MIN_STEM_CHARS = 4  # as bot.search.index's: a typed prefix also stands for an indexed start of it this long
+MIN_STEM_CHARS = 4  # as bot.search.keywords': a typed prefix also stands for an indexed start of it this long
 
 
 def words(text: str) -> list[str]:

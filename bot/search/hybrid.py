@@ -1,4 +1,4 @@
-"""Hybrid ranking: the keyword score (BM25, from bot.search.index) blended with the similarity of meaning
+"""Hybrid ranking: the keyword score (BM25, from bot.search.engine) blended with the similarity of meaning
 (bot.search.vectors), for SearchIndex.search when search by meaning is on. Imported with the embedding model
 (numpy's boundary), never at start-up.
 
@@ -24,7 +24,8 @@ import tantivy
 
 from bot.models import SearchHit
 from bot.search import glossary
-from bot.search.index import _Snapshot, combined, filter_clauses, hits_of, keyword_scores, ranked_hits
+from bot.search.engine import Snapshot, hits_of, keyword_scores, ranked_hits
+from bot.search.keywords import combined, filter_clauses
 from bot.search.query import Query
 from bot.store import Store
 
@@ -38,7 +39,7 @@ KEYWORD_CANDIDATES = 20  # best by keywords considered (20 ranks the judged set 
 NO_WORDS_FLOOR = 0.3  # with no keyword hit, matches by meaning alone need this cosine similarity
 
 
-def rank(model: Embedder, snapshot: _Snapshot, vectors: Vectors, query: Query,
+def rank(model: Embedder, snapshot: Snapshot, vectors: Vectors, query: Query,
          expansions: list[glossary.Expansion], keyword: tantivy.Query, limit: int, store: Store
          ) -> list[SearchHit]:
     """The best `limit` hits for `query` (whose keyword part is `keyword`), by the blend above; by keywords
@@ -80,7 +81,7 @@ def rank(model: Embedder, snapshot: _Snapshot, vectors: Vectors, query: Query,
     return hits_of(store, ranked[:limit])
 
 
-def _allowed(snapshot: _Snapshot, vectors: Vectors, query: Query) -> np.ndarray | None:
+def _allowed(snapshot: Snapshot, vectors: Vectors, query: Query) -> np.ndarray | None:
     """The items the query's filters allow, as a boolean array in `vectors.ids` order (None: all)."""
     filters = query.filters
     if not (filters.since or filters.until or filters.kind or filters.authors):

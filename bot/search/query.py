@@ -10,7 +10,7 @@
                                                    too; author: alone lists that author's items newest first)
 
 Terms are words only (operators, `*`, `-`, emoji become separators); words in "double quotes" (or Slack's
-smart quotes) are also a phrase. The engine (bot.search.index) builds its query from these parts with
+smart quotes) are also a phrase. bot.search.keywords builds the engine's query from these parts with
 tantivy's query constructors, so no input can be a syntax error. Too long or empty input raises
 `SearchError` with a one-line message.
 """

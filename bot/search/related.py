@@ -18,7 +18,8 @@ from bot.errors import BotError, NothingFound, SearchError
 from bot.feed import canonical_link
 from bot.models import Item
 from bot.search.analysis import terms
-from bot.search.index import STOPWORDS, TEXT_FIELDS, SearchIndex, _Snapshot, items
+from bot.search.engine import TEXT_FIELDS, Snapshot, items
+from bot.search.index import STOPWORDS, SearchIndex
 from bot.search.query import MAX_QUERY_CHARS, parse_query
 from bot.store import Store
 
@@ -94,7 +95,7 @@ def related(index: SearchIndex, item: Item, limit: int = 5, store: Store | None 
             for other in items(store or index.store, list(scores))]
 
 
-def shares(snapshot: _Snapshot, one: Item, other: Item) -> str:
+def shares(snapshot: Snapshot, one: Item, other: Item) -> str:
     """The words both items' titles and abstracts use most, weighted by how rare they are in the archive
     (as `other` writes them)."""
     from collections import Counter

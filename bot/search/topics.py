@@ -69,7 +69,7 @@ class TopicMatcher:
         """The labels of the topics `item` matches: "topic (similarity 0.47)" or "topic (its words)"."""
         if not topics:
             return []
-        from bot.search.index import item_text
+        from bot.search.engine import item_text
 
         model = self._embedder()
         similarities: list[float] = []

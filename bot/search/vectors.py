@@ -20,7 +20,7 @@ import numpy as np
 
 from bot import memory
 from bot.search.embed import Embedder
-from bot.search.index import Entry, digest, item_text
+from bot.search.engine import Entry, digest, item_text
 from bot.store import Store
 from bot.store.models import from_iso
 

@@ -1,6 +1,6 @@
 """The archive: items and their aliases, ingesting a feed's fetch (new items, edits, the feed's baseline
 poll, queueing deliveries), merging the research index, and reading items back (a part of `Store`). Search is
-not the archive's: the engine (bot.search.index) is built from `each_item` and, when `change_marker` moves,
+not the archive's: the engine (bot.search.engine) is built from `each_item` and, when `change_marker` moves,
 refreshed from `changed_items`."""
 
 from __future__ import annotations

@@ -1,0 +1,207 @@
+"""The tantivy index of the archive, derived from the database (which stays the source of truth) and the
+same for both stores: its schema, its build and refresh (`build`), the snapshot searches read, and reading a
+query's best hits (`ranked_hits`).
+
+    snapshot = build(store)                  # the whole archive, read a page at a time
+    snapshot = build(store, snapshot)        # refreshed: only the rows written since its marker
+    ranked_hits(snapshot, query, limit=5, store=store) -> [SearchHit, ...]
+
+Indexed: title (weighted TITLE_BOOST), summary and authors (AUTHORS_BOOST), all analyzed by
+bot.search.analysis (English stemming), with positions (phrases); the kind and the publication date as
+fields (filters). Equal scores are ordered newest first, then by id, so both stores give the same order.
+
+Memory: tantivy holds the indexed text; Python holds only an Entry per item (what ranking and filters ask of
+every candidate). The items a search returns are read from the database (`hits_of`, one query), so the
+archive's text is never held twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import tantivy
+
+from bot import memory
+from bot.feed import kind_of
+from bot.models import Item, SearchHit
+from bot.search.analysis import ANALYZER_NAME, analyzer
+from bot.store import Store
+from bot.store.models import from_iso
+
+TITLE_BOOST = 5.0
+AUTHORS_BOOST = 0.5
+TEXT_FIELDS = (("title", TITLE_BOOST), ("summary", 1.0), ("authors", AUTHORS_BOOST))
+WRITER_HEAP = 64_000_000
+WRITER_THREADS = 2
+REBUILD_SHARE = 0.2
+
+
+class Entry(NamedTuple):
+    """What the index keeps in Python of each item: what ranking and filtering ask of every candidate. Its
+    text is in the database, which gives the hits (and in tantivy's index)."""
+
+    published: str  # the row's ISO-8601 UTC text, which sorts as the time does
+    kind: str  # as `_kind` gives it
+    digest: str  # of the text its vector is computed from (`item_text`)
+    written: int  # a hash of the whole row: a write that changed nothing is not indexed again
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    index: tantivy.Index
+    searcher: tantivy.Searcher
+    entries: dict[str, Entry]  # id -> Entry, for every item of the archive
+    marker: int
+    corrections: dict[str, tuple[str, str] | None]  # word -> (term, surface) (see _correct)
+
+
+def item_text(title: str, summary: str | None) -> str:
+    """What an item's vector is computed from: its title and abstract."""
+    return f"{title}. {' '.join((summary or '').split())}"
+
+
+def digest(text: str) -> str:
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:16]
+
+
+def _entry(row: dict[str, Any]) -> Entry:
+    return Entry(row["published"], _kind(row), digest(item_text(row["title"], row["summary"])), _hash(row))
+
+
+def _hash(row: dict[str, Any]) -> int:
+    return hash(tuple(row.values()))
+
+
+def items(store: Store, ids: Sequence[str]) -> list[Item]:
+    """The items of `ids` as the database holds them, in that order (one gone since is left out)."""
+    found = store.get_items(list(dict.fromkeys(ids)))
+    return [found[item_id] for item_id in ids if item_id in found]
+
+
+def _schema() -> tantivy.Schema:
+    builder = tantivy.SchemaBuilder()
+    builder.add_text_field("id", stored=True, tokenizer_name="raw")
+    for name, _ in TEXT_FIELDS:
+        builder.add_text_field(name, tokenizer_name=ANALYZER_NAME, index_option="position")
+    builder.add_text_field("kind", tokenizer_name="raw")
+    builder.add_date_field("published", indexed=True, fast=True)
+    return builder.build()
+
+
+SCHEMA = _schema()
+
+
+def build(store: Store, previous: Snapshot | None = None) -> Snapshot:
+    """The index of the whole archive (the marker is read first: the rows are at least that new), its rows
+    read a page at a time (`Store.each_item`) and kept only as Entries. Given the previous snapshot, only the
+    rows written since its marker are read (`Store.changed_items`) and re-indexed, in its index (unless more
+    than REBUILD_SHARE of them changed: then a new index, whose statistics hold no deleted documents). Items
+    are never deleted by the bot: when the archive holds fewer items than the snapshot's entries with the
+    changes applied, some were, and the whole archive is read again."""
+    marker = store.change_marker()
+    if previous is not None:
+        written, count = store.changed_items(previous.marker)
+        changed = [row for row in written if _written(previous, row)]
+        entries = previous.entries | {row["id"]: _entry(row) for row in changed}
+        if len(entries) == count and len(changed) <= REBUILD_SHARE * max(count, 1):
+            index = previous.index
+            writer = index.writer(heap_size=WRITER_HEAP, num_threads=WRITER_THREADS)
+            for row in changed:
+                writer.delete_documents_by_term("id", row["id"])
+                writer.add_document(_document(row))
+            return _committed(index, writer, entries, marker)
+    return _new_index(store.each_item(), marker)
+
+
+def _written(previous: Snapshot, row: dict[str, Any]) -> bool:
+    """Whether `row` differs from what `previous` indexed of it (or is new)."""
+    known = previous.entries.get(row["id"])
+    return known is None or known.written != _hash(row)
+
+
+def _new_index(rows: Iterable[dict[str, Any]], marker: int) -> Snapshot:
+    index = tantivy.Index(SCHEMA)
+    index.register_tokenizer(ANALYZER_NAME, analyzer())
+    writer = index.writer(heap_size=WRITER_HEAP, num_threads=WRITER_THREADS)
+    entries = {}
+    for row in rows:
+        writer.add_document(_document(row))
+        entries[row["id"]] = _entry(row)
+    snapshot = _committed(index, writer, entries, marker)
+    memory.give_back()  # the writer's buffers and the rows read
+    return snapshot
+
+
+def _committed(
+    index: tantivy.Index, writer: tantivy.IndexWriter, entries: dict[str, Entry], marker: int
+) -> Snapshot:
+    writer.commit()
+    writer.wait_merging_threads()
+    index.reload()
+    return Snapshot(index, index.searcher(), entries, marker, {})
+
+
+def _document(row: dict[str, Any]) -> tantivy.Document:
+    doc = tantivy.Document()
+    doc.add_text("id", row["id"])
+    doc.add_text("title", row["title"])
+    doc.add_text("summary", row["summary"] or "")
+    doc.add_text("authors", " \n ".join(json.loads(row["authors"] or "[]")))
+    doc.add_text("kind", _kind(row))
+    published = from_iso(row["published"])
+    if published is not None:
+        doc.add_date("published", published)
+    return doc
+
+
+def _kind(row: dict[str, Any]) -> str:
+    """The item's kind as `bot.store.models.row_item` gives it (without parsing every link)."""
+    if row["kind"] == "update" or ("/updates/" in row["link"] and kind_of(row["link"]) == "update"):
+        return "update"
+    return "research"
+
+
+def _with_ties(searcher: tantivy.Searcher, query: tantivy.Query, limit: int) -> list[tuple[Any, Any]]:
+    """tantivy's best hits for `query`: at least `limit`, and every hit tied with the `limit`-th (read in
+    growing pages), so which of the tied ones are kept never depends on how tantivy breaks ties."""
+    wanted = limit + 1
+    while True:
+        hits = searcher.search(query, wanted, count=False).hits
+        if len(hits) < wanted or hits[-1][0] < hits[limit - 1][0]:
+            return hits
+        wanted *= 4
+
+
+def keyword_scores(snapshot: Snapshot, query: tantivy.Query, limit: int) -> list[tuple[float, str]]:
+    """The best `limit` (score, id), best first, without building Items (the hybrid ranking's candidates);
+    ties with the last place are all read, as in `ranked`, so both stores pick the same."""
+    searcher = snapshot.searcher
+    hits = _with_ties(searcher, query, limit)
+    found = [(round(float(score), 6), str(searcher.doc(address).get_first("id"))) for score, address in hits]
+    return sorted(found, key=lambda hit: (-hit[0], hit[1]))[:limit]
+
+
+def ranked_hits(snapshot: Snapshot, query: tantivy.Query, limit: int, store: Store) -> list[SearchHit]:
+    """The best `limit` hits: score, then newest, then id. Hits tied with the last place are all read, so
+    the order never depends on how tantivy breaks ties."""
+    searcher = snapshot.searcher
+    hits = _with_ties(searcher, query, limit)
+    # (score, published, id): published as the row's ISO-8601 UTC text, which sorts as the time does; only
+    # the hits kept become Items.
+    ranked: list[tuple[float, str, str]] = []
+    for score, address in hits:
+        key = str(searcher.doc(address).get_first("id"))
+        ranked.append((round(float(score), 6), snapshot.entries[key].published, key))
+    ranked.sort(key=lambda hit: hit[2])
+    ranked.sort(key=lambda hit: hit[:2], reverse=True)
+    return hits_of(store, ranked[:limit])
+
+
+def hits_of(store: Store, ranked: list[tuple[float, str, str]]) -> list[SearchHit]:
+    """(score, published, id), best first, as SearchHits: the items read from the database."""
+    found = store.get_items([key for _, _, key in ranked])
+    return [SearchHit(found[key], score) for score, _, key in ranked if key in found]
