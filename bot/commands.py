@@ -20,7 +20,7 @@ from typing import Any
 
 from slack_sdk.errors import SlackApiError
 
-from bot import digest, views
+from bot import digest, home, views
 from bot.blocks import escape
 from bot.config import Settings
 from bot.errors import SearchError, StoreError
@@ -398,7 +398,7 @@ def cmd_follow(rest: str, inv: Invocation, services: Services) -> Reply:
     if not inv.user_id:
         return line("I can't tell who you are, so I can't follow anything for you; nothing was changed.")
     added, over = services.store.follow(inv.team_id, inv.user_id, keywords)
-    return Reply(*views.follow_reply(added, over, services.store.follows(inv.team_id, inv.user_id)))
+    return Reply(*home.follow_reply(added, over, services.store.follows(inv.team_id, inv.user_id)))
 
 
 def cmd_unfollow(rest: str, inv: Invocation, services: Services) -> Reply:
@@ -411,11 +411,11 @@ def cmd_unfollow(rest: str, inv: Invocation, services: Services) -> Reply:
         )
     removed = services.store.unfollow(inv.team_id, inv.user_id, keywords)
     now = services.store.follows(inv.team_id, inv.user_id)
-    return Reply(*views.unfollow_reply(removed, keywords, now))
+    return Reply(*home.unfollow_reply(removed, keywords, now))
 
 
 def cmd_follows(rest: str, inv: Invocation, services: Services) -> Reply:
-    return Reply(*views.follows_reply(services.store.follows(inv.team_id, inv.user_id)))
+    return Reply(*home.follows_reply(services.store.follows(inv.team_id, inv.user_id)))
 
 
 def cmd_status(rest: str, inv: Invocation, services: Services) -> Reply:

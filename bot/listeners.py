@@ -8,7 +8,7 @@
 - Save (on every item message and search result) puts the item on the clicker's reading list and says so
   ephemerally (through `response_url`, else `chat.postEphemeral`); Remove (in the App Home) takes it off and
   publishes the Home again.
-- App Home: `app_home_opened` publishes `views.home_view` for the person who opened it.
+- App Home: `app_home_opened` publishes `home.home_view` for the person who opened it.
 - Questions (`bot.conversation`): a mention (`app_mention`), a direct message (`message` with `channel_type`
   `im`) or a message in the assistant pane (Bolt's `Assistant` middleware: `user_message`) is acked at once
   and answered in its thread by a lazy listener; `thread_started` suggests prompts. Messages of bots (this
@@ -34,7 +34,7 @@ from slack_bolt import Ack, App, Assistant, Respond
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from bot import blocks, commands, conversation, views
+from bot import blocks, commands, conversation, home
 from bot.commands import Invocation, Services
 from bot.errors import StoreError
 from bot.slackweb import TRANSPORT_ERRORS
@@ -59,7 +59,7 @@ def register(app: App, services: Services) -> None:
     app.command(COMMAND)(ack=listeners.command_deferred, lazy=[listeners.command_lazy])
     app.action(SHARE_ACTION_ID)(ack=_ack, lazy=[listeners.share])
     app.action(blocks.SAVE_ACTION_ID)(ack=_ack, lazy=[listeners.save])
-    app.action(views.REMOVE_ACTION_ID)(ack=_ack, lazy=[listeners.remove])
+    app.action(home.REMOVE_ACTION_ID)(ack=_ack, lazy=[listeners.remove])
     app.action(blocks.OPEN_ACTION_ID)(_ack)  # a link button: Slack opens the link, and expects an ack
     app.action(blocks.RELATED_ACTION_ID)(ack=_ack, lazy=[listeners.related])
     app.event("app_home_opened")(ack=_ack, lazy=[listeners.home])
@@ -242,7 +242,7 @@ class _Listeners:
         else:
             try:
                 outcome = store.save_item(team_id, user_id, item_id) if item_id else "missing"
-                message = views.saved_reply(outcome, store.get_item(item_id) if item_id else None)
+                message = home.saved_reply(outcome, store.get_item(item_id) if item_id else None)
             except StoreError as exc:
                 outcome = "store_error"
                 log.error("event=save_failed team=%s user=%s error=%r", team_id, user_id, _one_line(exc))
@@ -311,7 +311,7 @@ class _Listeners:
         if not user_id:
             return
         visible = _channels_of(client, user_id)
-        view = views.home_view(self.services.store.thread_view(), team_id, user_id, visible)
+        view = home.home_view(self.services.store.thread_view(), team_id, user_id, visible)
         client.views_publish(user_id=user_id, view=view)
         log.info("event=home_published team=%s user=%s blocks=%d", team_id, user_id, len(view["blocks"]))
 

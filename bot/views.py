@@ -1,4 +1,5 @@
-"""Pure Block Kit builders for `/mlresearch` replies and the App Home.
+"""Pure Block Kit builders for `/mlresearch` replies (the App Home and the follow / reading-list replies are
+`bot.home`'s), and the blocks they are made of.
 
 Every builder returns Block Kit as plain dicts, exactly as `slack_sdk.models.blocks` would serialize them;
 every text is `cut` to Slack's limit for its field before it gets there (the models' checks would only
@@ -9,7 +10,7 @@ repeat that, on every reply). Feed text, model text and user input are escaped (
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -35,9 +36,6 @@ COMMAND = "/mlresearch"
 LIST_SNIPPET_CHARS = 200
 SHARE_ACTION_ID = "share_reply"
 SHARE_VALUE_LIMIT = 2000
-REMOVE_ACTION_ID = "unsave_item"
-HOME_BLOCKS = 100  # Slack's limit for a view
-HOME_SAVED = 50  # reading-list items the App Home shows at most
 _CHANNEL_ID = re.compile(r"[CG][A-Z0-9]{1,30}")
 _USER_ID = re.compile(r"[UW][A-Z0-9]{1,30}")
 _FORMATTING = re.compile(r"[*`]")
@@ -202,13 +200,14 @@ def result_actions(item: Item) -> dict[str, Any]:
     as plain JSON. Every search reply holds five; building them through slack_sdk's models (with their
     validation) took a fifth of a served search command's time (cProfile, 300 commands)."""
     value = item.id[:ACTION_VALUE_LIMIT]
-    buttons = [_button("Save", SAVE_ACTION_ID, value)]
+    buttons = [button("Save", SAVE_ACTION_ID, value)]
     if safe_url(item.link):
-        buttons.append(_button("Related", RELATED_ACTION_ID, value))
+        buttons.append(button("Related", RELATED_ACTION_ID, value))
     return {"elements": buttons, "type": "actions"}
 
 
-def _button(label: str, action_id: str, value: str) -> dict[str, Any]:
+def button(label: str, action_id: str, value: str) -> dict[str, Any]:
+    """A button carrying `value`, as slack_sdk's `ButtonElement` serializes it."""
     return {"action_id": action_id, "text": {"text": label, "type": "plain_text"}, "type": "button",
             "value": value}
 
@@ -328,154 +327,3 @@ def keywords_text(keywords: Sequence[str]) -> str:
         return "every new item (no keyword filter)"
     return "only new items matching " + ", ".join(
         f"`{escape(k)}` (by meaning)" if k.startswith("about:") else f"`{escape(k)}`" for k in keywords)
-
-
-# --- follows --------------------------------------------------------------------------------------------
-
-
-def follows_text(keywords: Sequence[str]) -> str:
-    return ", ".join(f"`{escape(k)}` (by meaning)" if k.startswith("about:") else f"`{escape(k)}`"
-                     for k in keywords)
-
-
-def follow_reply(added: Sequence[str], over: Sequence[str], now: Sequence[str]) -> tuple[str, Blocks]:
-    if added:
-        message = (f"Following {follows_text(added)}: I'll send you a direct message when a new item matches "
-                   "(items already archived aren't sent).")
-    else:
-        message = "You already follow that; nothing was changed."
-    if over:
-        message += (f" Not added, you follow the most I keep ({len(now)}): {follows_text(over)}; "
-                    f"`{COMMAND} unfollow` some first.")
-    message += f" You follow: {follows_text(now)}." if now else ""
-    return one_line(message)
-
-
-def unfollow_reply(removed: Sequence[str], asked: Sequence[str], now: Sequence[str]) -> tuple[str, Blocks]:
-    if not removed:
-        message = ("You don't follow anything; there was nothing to stop." if not now else
-                   f"You don't follow {follows_text(asked)}; nothing was changed.")
-    elif not now:
-        message = f"Stopped following {follows_text(removed)}. You follow nothing now."
-    else:
-        message = f"Stopped following {follows_text(removed)}. You still follow {follows_text(now)}."
-    return one_line(message)
-
-
-def follows_reply(keywords: Sequence[str]) -> tuple[str, Blocks]:
-    if not keywords:
-        return one_line(
-            f"You don't follow anything yet. `{COMMAND} follow &lt;keywords…&gt;` sends you a direct message "
-            f'for each new item that matches, e.g. `{COMMAND} follow privacy "speech recognition"`.'
-        )
-    return one_line(
-        f"You follow {follows_text(keywords)}: a new item matching any of them comes to you as a direct "
-        f"message. Stop with `{COMMAND} unfollow &lt;keywords…&gt;` (or `{COMMAND} unfollow` for all)."
-    )
-
-
-def saved_reply(outcome: str, item: Item | None) -> str:
-    """The one line (mrkdwn) that answers a click on Save: `outcome` is `Store.save_item`'s."""
-    title = f"“{escape(cut(item.title, 100))}”" if item is not None else "That item"
-    if outcome == "saved":
-        return f"Saved {title} to your reading list: it's in my App Home (the Home tab)."
-    if outcome == "already":
-        return f"{title} is already in your reading list (my App Home)."
-    if outcome == "full":
-        return "Your reading list is full; remove some items in my App Home first. Nothing was saved."
-    return "That item is no longer in the archive, so it can't be saved."
-
-
-# --- App Home --------------------------------------------------------------------------------------------
-
-
-def home_view(
-    store: Any, team_id: str, user_id: str = "", visible: Collection[str] | None = None
-) -> dict[str, Any]:
-    """The App Home tab for one person: their reading list (saved items, each with Remove) and follows, the
-    latest items, this workspace's subscribed channels, feed health, how to use. At most HOME_BLOCKS blocks:
-    the reading list shows the most recently saved items that fit, and says how many are left out.
-    `visible`: the channels the person is in; subscriptions elsewhere are only counted (None: all listed)."""
-    latest = store.latest(5)
-    every = store.subscriptions(team_id) if team_id else []  # no workspace: no one's subscriptions
-    subs = [sub for sub in every if visible is None or sub.channel_id in visible]
-    unseen = len(every) - len(subs)
-    person = bool(team_id and user_id)
-    follows = store.follows(team_id, user_id) if person else []
-    top: Blocks = [
-        header("Apple Machine Learning Research"),
-        section(f"Every paper and update from {SITE}, in Slack: search, summaries, new items posted in "
-                "the channels that subscribe, and sent to you for the keywords you follow."),
-        divider(),
-        header("Your reading list"),
-    ]
-    rest: Blocks = [divider(), header("Your follows")]
-    if follows:
-        rest.append(section(f"You follow {follows_text(follows)}: each new item matching one of them comes "
-                            f"to you as a direct message. Change them with `{COMMAND} follow` / "
-                            f"`{COMMAND} unfollow`."))
-    else:
-        rest.append(section(f"You follow nothing yet. `{COMMAND} follow &lt;keywords…&gt;` sends you a "
-                            "direct message for each new item that matches."))
-    rest += [divider(), header("Latest")]
-    if latest:
-        for item in latest:
-            rest += item_blocks(item, list_snippet(item))
-    else:
-        rest.append(section("Nothing archived yet: the first items arrive with the first poll."))
-    rest += [divider(), header("Subscribed channels")]
-    if subs:
-        lines = []
-        for sub in subs[:40]:
-            line = f"• {channel_ref(sub.channel_id)}: {keywords_text(sub.keywords)}"
-            if sub.digest is not None:
-                line += f" · as a {sub.digest} digest"
-            if sub.paused:
-                line += f" · *paused*: {escape(cut(sub.paused_reason or 'unknown reason', 120))}"
-            lines.append(line)
-        if len(subs) > 40:
-            lines.append(f"… and {len(subs) - 40} more")
-        if unseen:
-            lines.append(f"… and {_channels(unseen)} you are not in")
-        rest.append(section("\n".join(lines)))
-    elif unseen:
-        rest.append(section(f"Subscribed here: {_channels(unseen)}, none of which you are in."))
-    elif not team_id:
-        rest.append(section("I can't tell which workspace this is, so no subscriptions are listed."))
-    else:
-        rest.append(section(f"No channel here is subscribed yet. In a channel, type `{COMMAND} subscribe`"))
-    rest += [divider(), header("Feed health")]
-    newest = latest[0] if latest else None
-    rest.append(section("\n".join(feed_lines(store.latest_feed_state(), store.count_items(), newest))))
-    rest += [divider(), header("How to use")]
-    rest.append(section("\n".join(f"• `{COMMAND} {example}`: {what}" for _u, what, example in COMMANDS)))
-    room = HOME_BLOCKS - len(top) - len(rest) - 1  # one block is kept for the note on what is left out
-    return {"type": "home", "blocks": [*top, *reading_list(store, team_id, user_id, room), *rest]}
-
-
-def _channels(n: int) -> str:
-    return f"{n} channel" if n == 1 else f"{n} channels"
-
-
-def reading_list(store: Any, team_id: str, user_id: str, room: int) -> Blocks:
-    """A person's saved items, most recently saved first, one section each with a Remove button: at most
-    `room` of them (and HOME_SAVED), then a line saying how many more there are."""
-    if not (team_id and user_id):
-        return [section("I can't tell who you are in which workspace, so no reading list is shown.")]
-    shown = max(0, min(room, HOME_SAVED))
-    saved = store.saved_items(team_id, user_id, shown + 1)
-    if not saved:
-        return [section("Nothing saved yet. Click *Save* on any item I post or find, and it is kept here.")]
-    blocks: Blocks = []
-    for entry in saved[:shown]:
-        item = entry.item
-        meta = f"{KIND_LABEL.get(item.kind, 'Paper')} · {day(item)} · saved {entry.saved_at:%Y-%m-%d}"
-        block = section(f"*{title_link(item)}*\n{meta}")
-        block["accessory"] = {"action_id": REMOVE_ACTION_ID, "text": _text("plain_text", "Remove"),
-                              "type": "button", "value": item.id[:ACTION_VALUE_LIMIT]}
-        blocks.append(block)
-    if len(saved) > shown:
-        total = store.count_saved(team_id, user_id)
-        blocks.append(context(f"Showing the {shown} most recently saved of your {total} items; remove some "
-                              "to see the older ones here."))
-    return blocks

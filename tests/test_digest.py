@@ -17,7 +17,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from slack_sdk import WebClient
 
-from bot import digest, views
+from bot import digest, home
 from bot.commands import Invocation, Reply, Services, handle
 from bot.config import Settings
 from bot.deliver import Deliverer
@@ -222,7 +222,7 @@ def test_status_shows_the_mode_and_the_next_digest_in_the_subscribers_zone(
 def test_the_app_home_says_which_channels_get_a_digest(base: Store) -> None:
     weekly(base)
     base.subscribe(TEAM, "C2", USER)
-    text = str(views.home_view(base, TEAM))
+    text = str(home.home_view(base, TEAM))
     assert "<#C1>: every new item (no keyword filter) · as a weekly digest" in text
     assert "<#C2>: every new item" in text and text.count("as a weekly digest") == 1
 

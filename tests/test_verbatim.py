@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from bot import blocks, views
+from bot import blocks, home, views
 from bot.commands import Invocation, Services, handle, shared
 from bot.config import Settings
 from bot.models import Item
@@ -93,7 +93,7 @@ def test_a_shared_reply_keeps_feed_text_verbatim(store: Store) -> None:
 
 
 def test_the_app_home_keeps_feed_text_verbatim(store: Store) -> None:
-    assert_inert(views.home_view(store, "T1")["blocks"])
+    assert_inert(home.home_view(store, "T1")["blocks"])
 
 
 def test_every_mrkdwn_object_of_the_builders_is_verbatim() -> None:
