@@ -30,9 +30,10 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.models.blocks import ContextBlock, HeaderBlock, PlainTextObject, SectionBlock
 
 from bot.blocks import KIND_LABEL, cut, escape, md, title_link
-from bot.deliver import LOCAL_TEAM_ID, ClientFor, posted_ts
+from bot.deliver import LOCAL_TEAM_ID, ClientFor
 from bot.errors import WorkspaceUnavailable
 from bot.models import DeliveryReport, Digest, Item, Subscription
+from bot.posting import posted_ts
 from bot.slackweb import (
     BLOCKS_ERRORS,
     CHANNEL_ERRORS,
