@@ -3,6 +3,7 @@ OpenAI-compatible endpoint (tests/fakes/openai_api.py) is used when it answers a
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -114,6 +115,27 @@ def test_the_bundled_table_is_mapped_from_its_file_and_reads_as_safetensors_does
         read = f.get_tensor("embedding.weight")
     assert isinstance(mapped, np.memmap) and mapped.dtype == read.dtype and mapped.shape == read.shape
     assert np.array_equal(mapped, read)
+
+
+def resident_kb(path: Path) -> int:
+    """How much of the file at `path` this process's mappings hold resident (/proc/self/smaps), in kB."""
+    total, current = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        if re.match(r"[0-9a-f]+-[0-9a-f]+ ", line):  # a mapping's first line: addresses, ..., its file
+            current = line.rstrip().endswith(str(path))
+        elif current and line.startswith("Rss:"):
+            total += int(line.split()[1])
+    return total
+
+
+def test_the_rows_a_text_used_do_not_stay_resident() -> None:
+    weights, tokenizer = embed.bundled_files()
+    model = embed.StaticModel(weights, tokenizer)
+    text = " ".join(f"zq{n}x vorpal{n} kalomi{n}" for n in range(300))  # a few thousand distinct tokens
+    vectors = model.embed([text, "on-device speech recognition"])
+    assert vectors.shape == (2, model.dim) and np.isfinite(vectors).all()
+    assert resident_kb(weights) == 0
+    assert np.array_equal(model.embed(["on-device speech recognition"])[0], vectors[1])  # read again at once
 
 
 def test_a_weights_file_that_is_not_safetensors_is_one_line(tmp_path: Path) -> None:
