@@ -33,6 +33,6 @@ def _glibc() -> Any:
     """The process's own C library where it is glibc (it has malloc_trim), else None."""
     try:
         libc = ctypes.CDLL(None)
-    except OSError:
+    except (OSError, TypeError):  # TypeError: Windows has no "own symbols" to load
         return None
     return libc if hasattr(libc, "malloc_trim") and hasattr(libc, "mallopt") else None
