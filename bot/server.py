@@ -28,7 +28,6 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from slack_bolt.adapter.socket_mode import SocketModeHandler
 from slack_bolt.adapter.wsgi import SlackRequestHandler
 from slack_bolt.context import BoltContext
 from slack_bolt.request.internals import build_context, parse_body
@@ -303,6 +302,10 @@ def _busy(server: Any) -> bool:
 
 
 def _connect_socket_mode(app: Any, settings: Settings) -> Any:
+    # Socket Mode's boundary: its client (and the ssl and WebSocket code it brings) only when SLACK_APP_TOKEN
+    # is set; an HTTP server never imports it
+    from slack_bolt.adapter.socket_mode import SocketModeHandler
+
     handler = SocketModeHandler(app, app_token=settings.slack_app_token, web_client=app.client)
     try:
         handler.connect()

@@ -32,7 +32,8 @@ def test_help_imports_no_subcommand_module(tmp_path):
     assert loaded & heavy == set()
 
 
-def test_serve_starts_without_the_poller_http_stack_or_oauth(tmp_path):
+def test_serve_starts_without_the_poller_http_stack_oauth_or_socket_mode(tmp_path):
     loaded = modules_imported("-c", "import bot.server", cwd=tmp_path)
     assert {"bot.app", "bot.commands", "bot.summarize", "waitress", "tantivy"} <= loaded
-    assert loaded & (HTTP_STACK | OAUTH | {"dotenv"}) == set()
+    socket_mode = {"slack_bolt.adapter.socket_mode", "slack_sdk.socket_mode"}
+    assert loaded & (HTTP_STACK | OAUTH | socket_mode | {"dotenv"}) == set()
