@@ -35,13 +35,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.bench_ingest import QUERIES, pct, synthetic, timings  # noqa: E402
-from bot.errors import SearchError  # noqa: E402
+from benchmarks.bench_ingest import QUERIES, pct, searchable, synthetic, timings  # noqa: E402
 from bot.models import Item  # noqa: E402
 from bot.search import query as search  # noqa: E402
 from bot.search.embed import StaticModel  # noqa: E402
 from bot.search.engine import build  # noqa: E402
-from bot.search.index import STOPWORDS, SearchIndex  # noqa: E402
+from bot.search.index import SearchIndex  # noqa: E402
 from bot.store import SQLiteStore, Store, open_store  # noqa: E402
 
 BATCH = 5_000
@@ -88,14 +87,6 @@ def ingest(store: Store, size: int) -> float:
     if batch:
         store.add_items(batch)
     return time.perf_counter() - start
-
-
-def searchable(query: str) -> bool:
-    try:
-        search.parse_query(query)
-        return not all(t in STOPWORDS for t in search.parse_query(query).terms)
-    except SearchError:
-        return False
 
 
 def rss_mb() -> float:
