@@ -20,7 +20,7 @@ from typing import Any
 
 from slack_sdk.errors import SlackApiError
 
-from bot import digest, home, views
+from bot import digest, home, status, views
 from bot.blocks import escape
 from bot.config import Settings
 from bot.errors import SearchError, StoreError
@@ -428,7 +428,7 @@ def cmd_status(rest: str, inv: Invocation, services: Services) -> Reply:
     else:
         summaries = "extractive (quoted from the abstracts, offline)"
     return Reply(
-        *views.status_reply(
+        *status.status_reply(
             store.latest_feed_state(),
             store.count_items(),
             newest[0] if newest else None,

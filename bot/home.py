@@ -12,6 +12,7 @@ from typing import Any
 
 from bot.blocks import ACTION_VALUE_LIMIT, KIND_LABEL, cut, day, escape, title_link
 from bot.models import Item
+from bot.status import feed_lines
 from bot.views import (
     COMMAND,
     COMMANDS,
@@ -21,7 +22,6 @@ from bot.views import (
     channel_ref,
     context,
     divider,
-    feed_lines,
     header,
     item_blocks,
     keywords_text,

@@ -1,5 +1,6 @@
 """Fan-out to Slack: the ledger, the error policy, concurrency, pacing and crash safety, with real slack_sdk
-traffic over loopback to tests/fakes/slack_api.py."""
+traffic over loopback to tests/fakes/slack_api.py. Posting one message (reconciling, a single post's faults)
+is tests/test_posting.py's."""
 
 from __future__ import annotations
 
@@ -36,6 +37,10 @@ NEW = [i for i in parse((DATA / "apple_ml_archive.xml").read_bytes()) if i.id no
 
 @pytest.fixture
 def store(tmp_path: Path) -> Store:
+    return past_baseline(tmp_path)
+
+
+def past_baseline(tmp_path: Path) -> Store:
     """A store past its baseline poll (the current feed is known; nothing queued)."""
     s = SQLiteStore(tmp_path / "bot.db")
     s.migrate()
@@ -144,34 +149,6 @@ def test_rate_limit_honours_retry_after(store: Store, slack_api: FakeSlack) -> N
     assert_exactly_once(slack_api, ["C1", "C2"], items)
 
 
-def test_server_error_is_retried_after_checking_history(store: Store, slack_api: FakeSlack) -> None:
-    items = queue(store, ["C1"], n=2)
-    slack_api.fault("chat.postMessage", channel="C1", status=500)
-    assert deliverer(slack_api)(store).delivered == 2
-    assert len(slack_api.calls_to("conversations.history", "C1")) == 1
-    assert posted_items(slack_api, "C1") == [i.id for i in items]
-
-
-@pytest.mark.parametrize(
-    "fault", [{"status": 500}, {"status": 503}, {"drop": True}, {"error": "internal_error"}]
-)
-def test_a_post_that_landed_despite_an_error_is_not_repeated(
-    store: Store, slack_api: FakeSlack, fault: dict[str, Any]
-) -> None:
-    items = queue(store, ["C1"], n=2)
-    slack_api.fault("chat.postMessage", channel="C1", after=True, **fault)
-    assert deliverer(slack_api)(store).delivered == 2
-    assert_exactly_once(slack_api, ["C1"], items)
-    assert len(slack_api.calls_to("chat.postMessage", "C1")) == 2
-
-
-def test_a_dropped_connection_before_posting_is_retried(store: Store, slack_api: FakeSlack) -> None:
-    items = queue(store, ["C1"], n=1)
-    slack_api.fault("chat.postMessage", channel="C1", drop=True)
-    assert deliverer(slack_api)(store).delivered == 1
-    assert_exactly_once(slack_api, ["C1"], items)
-
-
 def test_persistent_server_errors_defer_the_channel_to_the_next_poll(
     store: Store, slack_api: FakeSlack
 ) -> None:
@@ -185,18 +162,6 @@ def test_persistent_server_errors_defer_the_channel_to_the_next_poll(
     assert deliverer(slack_api)(store).delivered == 3
     assert posted_items(slack_api, "C1") == [i.id for i in items]
     assert_exactly_once(slack_api, ["C1", "C2"], items)
-
-
-def test_a_row_that_keeps_failing_is_given_up_and_later_items_go_on(
-    store: Store, slack_api: FakeSlack
-) -> None:
-    items = queue(store, ["C1"], n=3)
-    slack_api.fault("chat.postMessage", channel="C1", status=500, times=2)
-    report = deliverer(slack_api, max_attempts=2)(store)
-    assert (report.delivered, report.failed) == (2, 1)
-    first = store.deliveries(item_id=items[0].id)[0]
-    assert first.state == "failed" and first.error is not None and first.error.startswith("gave_up after 2")
-    assert posted_items(slack_api, "C1") == [i.id for i in items[1:]]
 
 
 def test_exhausted_rate_limit_puts_the_row_back_for_the_next_poll(
@@ -249,25 +214,6 @@ def test_auth_errors_stop_that_workspace_only(
         assert {r.team_id for r in store.open_deliveries()} == {"TGOOD"}
 
 
-def test_rejected_blocks_are_posted_once_as_text(store: Store, slack_api: FakeSlack) -> None:
-    [item] = queue(store, ["C1"], n=1)
-    slack_api.fault("chat.postMessage", channel="C1", error="invalid_blocks")
-    assert deliverer(slack_api)(store).delivered == 1
-    first, second = slack_api.calls_to("chat.postMessage", "C1")
-    assert "blocks" in first.params and "blocks" not in second.params
-    assert item.link in second.params["text"]
-    assert second.params["metadata"]["event_payload"]["item_id"] == item.id
-
-
-def test_blocks_rejected_twice_fail_that_row_only(store: Store, slack_api: FakeSlack) -> None:
-    items = queue(store, ["C1"], n=2)
-    slack_api.fault("chat.postMessage", channel="C1", error="msg_blocks_too_long", times=2)
-    report = deliverer(slack_api)(store)
-    assert (report.delivered, report.failed) == (1, 1)
-    assert store.deliveries(item_id=items[0].id)[0].error == "msg_blocks_too_long"
-    assert posted_items(slack_api, "C1") == [items[1].id]
-
-
 # --- concurrency and pacing ------------------------------------------------------------------------------
 
 
@@ -302,51 +248,7 @@ def test_posts_to_one_channel_are_paced(store: Store, slack_api: FakeSlack) -> N
     assert posted_items(slack_api, "C1") == [i.id for i in items]
 
 
-# --- reconciling rows of unknown fate --------------------------------------------------------------------
-
-
-def orphan(store: Store, item: Item, channel: str = "C1") -> int:
-    """Leave a row as a killed process would: claimed (`posting`), outcome unknown."""
-    [row] = store.deliveries(item_id=item.id, channel_id=channel)
-    assert store.claim(row.id)
-    return row.id
-
-
-def test_an_orphan_already_in_history_is_marked_sent_without_posting(
-    store: Store, slack_api: FakeSlack
-) -> None:
-    items = queue(store, ["C1"], n=2)
-    row_id = orphan(store, items[0])
-    landed = slack_api.add_message("C1", "x", metadata=blocks.item_message(items[0])["metadata"])
-    slack_api.add_message("C1", "chatter")
-    report = deliverer(slack_api)(store)
-    assert (report.delivered, report.failed) == (2, 0)
-    assert posted_items(slack_api, "C1") == [items[1].id]  # only the second item was posted
-    assert len(slack_api.calls_to("chat.postMessage")) == 1
-    [history] = slack_api.calls_to("conversations.history", "C1")
-    assert str(history.params["include_all_metadata"]).lower() in ("1", "true")
-    assert [r.ts for r in store.deliveries() if r.id == row_id] == [landed["ts"]]
-
-
-def test_an_orphan_missing_from_history_is_posted(store: Store, slack_api: FakeSlack) -> None:
-    items = queue(store, ["C1"], n=2)
-    orphan(store, items[0])
-    assert deliverer(slack_api)(store).delivered == 2
-    assert posted_items(slack_api, "C1") == [i.id for i in items]
-    assert store.deliveries(item_id=items[0].id)[0].attempts == 2
-
-
-def test_without_the_history_scope_an_orphan_is_posted_and_the_log_says_so(
-    store: Store, slack_api: FakeSlack, caplog: pytest.LogCaptureFixture
-) -> None:
-    [item] = queue(store, ["C1"], n=1)
-    orphan(store, item)
-    slack_api.fault("conversations.history", error="missing_scope", times=None, needed="channels:history")
-    with caplog.at_level(logging.WARNING, logger="bot.deliver"):
-        assert deliverer(slack_api)(store).delivered == 1
-    assert posted_items(slack_api, "C1") == [item.id]
-    assert "event=reconcile_unavailable channel=C1" in caplog.text and "missing_scope" in caplog.text
-    assert store.workspace_disabled(TEAM) is None
+# --- what is left alone -------------------------------------------------------------------------------
 
 
 def test_unsubscribed_channels_get_nothing(store: Store, slack_api: FakeSlack) -> None:

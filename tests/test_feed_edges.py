@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bot import feed, views
+from bot import feed, status
 from bot.commands import Invocation, Services, handle
 from bot.config import Settings, redact_url
 from bot.errors import FeedHTTPError, FeedNetworkError, FeedTimeout, FeedTooLarge
@@ -171,7 +171,7 @@ def test_status_and_the_poll_log_never_show_the_password_or_the_query(
     shown = reply.text + json.dumps(reply.blocks)
     assert "Errors:" in shown and "503" in shown
     assert_redacted(shown)
-    assert_redacted("\n".join(views.feed_lines(store.latest_feed_state(), 0, None)))
+    assert_redacted("\n".join(status.feed_lines(store.latest_feed_state(), 0, None)))
 
 
 # --- feed markup -------------------------------------------------------------------------------------------

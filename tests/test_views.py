@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 import threading
 from dataclasses import replace
-from datetime import timedelta
 
 import pytest
 from slack_sdk.models.blocks import (
@@ -23,17 +22,7 @@ from bot import blocks, views
 from bot.blocks import cut, escape
 from bot.search import highlight
 from bot.search.highlight import highlighted_snippet, inert, matcher_for_text, matching_words, word_matcher
-from bot.store import utcnow
 from tests.fakes.archive import make_item
-
-
-def test_when_reads_naturally() -> None:
-    now = utcnow()
-    assert views.when(None) == "never"
-    assert views.when(now - timedelta(seconds=30), now).endswith("(just now)")
-    assert views.when(now - timedelta(minutes=10), now).endswith("(10 min ago)")
-    assert views.when(now - timedelta(hours=5), now).endswith("(5 h ago)")
-    assert views.when(now - timedelta(days=3), now).endswith("(3 days ago)")
 
 
 def test_references_only_for_real_ids() -> None:
