@@ -11,8 +11,9 @@ period), grouped by type, newest first, with links. A period that brought nothin
 process holding the poll lock. For each digest subscription whose latest scheduled instant has passed, it
 claims the ledger row for (channel, period) before posting (`Store.start_digest`), and settles it after.
 A row found `posting` when a run starts was claimed by a process that died: the channel's history is read
-for a message whose metadata (`event_type` `mlresearch_digest`) carries that period, and the digest is posted
-again only when none is there. Slack errors are sorted as the deliverer sorts them (`bot.slackweb`).
+for a message whose metadata (`event_type` `mlresearch_digest`) carries that period (`bot.reconcile`), and
+the digest is posted again only when none is there. Slack errors are sorted as the deliverer sorts them
+(`bot.slackweb`).
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ from bot.blocks import KIND_LABEL, cut, escape, md, title_link
 from bot.deliver import LOCAL_TEAM_ID, ClientFor
 from bot.errors import WorkspaceUnavailable
 from bot.models import DeliveryReport, Digest, Item, Subscription
-from bot.posting import posted_ts
+from bot.posting import MAX_ATTEMPTS, WorkspaceDown
+from bot.reconcile import find_posted
 from bot.slackweb import (
     BLOCKS_ERRORS,
     CHANNEL_ERRORS,
@@ -54,9 +56,6 @@ EVENT_TYPE = "mlresearch_digest"
 MODES = ("daily", "weekly")
 DEFAULT_AT = "09:00"
 WEEKLY_DAY = 0  # Monday
-MAX_ATTEMPTS = 5
-RECONCILE_MARGIN = timedelta(minutes=2)
-HISTORY_PAGES = 5
 MAX_LISTED = 60  # items listed in one digest; the rest are counted
 SECTION_CHARS = 2900
 _AT = re.compile(r"([01]?[0-9]|2[0-3]):([0-5][0-9])")
@@ -215,10 +214,6 @@ def digest_text(message: dict[str, Any]) -> dict[str, Any]:
 # --- the digest step of a poll ---------------------------------------------------------------------------
 
 
-class _WorkspaceDown(Exception):
-    """The workspace's token no longer works."""
-
-
 def from_deliverer(deliver: object) -> Digester | None:
     """The digest step beside a poll's Slack deliverer (with its clients), or None (no deliverer: a dry run,
     the shell's printer)."""
@@ -252,7 +247,7 @@ class Digester:
                 continue
             try:
                 outcome = self._digest(store, client, sub, *due)
-            except _WorkspaceDown as exc:
+            except WorkspaceDown as exc:
                 clients[sub.team_id] = None
                 store.disable_workspace(sub.team_id, str(exc))
                 log.error("event=workspace_disabled team=%s reason=%s detail=\"Slack refused the token; "
@@ -333,7 +328,7 @@ class Digester:
             return None
         if code in WORKSPACE_ERRORS:
             self._fail(store, row, code)
-            raise _WorkspaceDown(code)
+            raise WorkspaceDown(code)
         if code in CHANNEL_ERRORS:
             store.pause_subscription(sub.team_id, sub.channel_id, code)
             log.warning("event=subscription_paused team=%s channel=%s reason=%s",
@@ -350,21 +345,15 @@ class Digester:
         """The ts of the channel's digest of `period` posted since it was claimed; None when it is not there
         (or history cannot be read at all: then it is posted again, at least once); "" when reading failed
         for now."""
-        oldest = f"{(claimed_at - RECONCILE_MARGIN).timestamp():.6f}"
-        cursor = None
         try:
-            for _ in range(HISTORY_PAGES):
-                page = client.conversations_history(
-                    channel=channel, oldest=oldest, limit=200, include_all_metadata=True, cursor=cursor
-                )
-                found = posted_ts(page.get("messages") or [], period, event_type=EVENT_TYPE, key="period")
-                cursor = (page.get("response_metadata") or {}).get("next_cursor")
-                if found is not None or not page.get("has_more") or not cursor:
-                    return found
+            return find_posted(client, channel, claimed_at, event_type=EVENT_TYPE, key="period",
+                               wanted=period)
         except SlackApiError as exc:
             code, status = error_code(exc)
+            # Sorted before NO_HISTORY_ERRORS, so missing_scope (in both) disables the workspace here, where
+            # the deliverer's `_find_post` posts again.
             if code in WORKSPACE_ERRORS:
-                raise _WorkspaceDown(code) from None
+                raise WorkspaceDown(code) from None
             if code in NO_HISTORY_ERRORS:
                 log.warning("event=reconcile_unavailable channel=%s period=%s error=%s detail=\"cannot read "
                             "history; posting again, the channel may see this digest twice\"",
@@ -377,7 +366,6 @@ class Digester:
             log.warning("event=reconcile_failed channel=%s period=%s error=%s",
                         channel, period, type(exc).__name__)
             return ""
-        return None
 
     def _fail(self, store: Store, row: Digest, reason: str) -> str:
         log.warning("event=digest_failed team=%s channel=%s period=%s error=%r",

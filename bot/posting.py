@@ -32,9 +32,9 @@ A row claimed `MAX_ATTEMPTS` times without success fails for good, so no failure
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from slack_sdk import WebClient
@@ -42,6 +42,7 @@ from slack_sdk.errors import SlackApiError
 
 from bot import blocks
 from bot.models import Delivery, DeliveryBatch, Item
+from bot.reconcile import find_posted
 from bot.slackweb import (
     BLOCKS_ERRORS,
     CHANNEL_ERRORS,
@@ -58,22 +59,6 @@ log = logging.getLogger("bot.deliver")  # one logger for delivery's log lines, w
 
 MAX_ATTEMPTS = 5  # claims of one row, across polls, before it fails for good
 POST_TRIES = 3  # posts of one row within one run when its fate stays unknown
-RECONCILE_MARGIN = timedelta(minutes=2)
-HISTORY_PAGES = 5
-
-
-def posted_ts(
-    messages: Sequence[dict[str, Any]], item_id: str, *, event_type: str = blocks.EVENT_TYPE,
-    key: str = "item_id",
-) -> str | None:
-    """The ts of our post of `item_id` among channel messages (read with include_all_metadata); with
-    `event_type`/`key`, of another of our messages (a burst's: mlresearch_batch, batch_id)."""
-    for message in messages:
-        metadata = message.get("metadata") or {}
-        payload = metadata.get("event_payload") or {}
-        if metadata.get("event_type") == event_type and payload.get(key) == item_id:
-            return str(message["ts"])
-    return None
 
 
 class Defer(Exception):
@@ -289,30 +274,15 @@ def open_dm(ch: Channel) -> None:
 def _find_post(ch: Channel, job: Job, claimed_at: datetime) -> str | None:
     """Our post of this job since it was claimed, or None (also when it cannot be read: then the caller
     posts again, at least once): an item's or a burst's message in the channel's history, by its
-    metadata; a reply in its burst's thread (conversations.replies)."""
-    oldest = f"{(claimed_at - RECONCILE_MARGIN).timestamp():.6f}"
+    metadata; a reply in its burst's thread (conversations.replies). A failed read defers the channel."""
     if job.batch is not None:
         event_type, key, wanted = blocks.BATCH_EVENT_TYPE, "batch_id", job.batch.id
     else:
         assert job.row is not None
         event_type, key, wanted = blocks.EVENT_TYPE, "item_id", job.row.item_id
-    cursor = None
     try:
-        for _ in range(HISTORY_PAGES):
-            if job.thread_ts is not None:
-                page = ch.client.conversations_replies(
-                    channel=ch.channel_id, ts=job.thread_ts, oldest=oldest, limit=200,
-                    include_all_metadata=True, cursor=cursor,
-                )
-            else:
-                page = ch.client.conversations_history(
-                    channel=ch.channel_id, oldest=oldest, limit=200, include_all_metadata=True,
-                    cursor=cursor,
-                )
-            found = posted_ts(page.get("messages") or [], wanted, event_type=event_type, key=key)
-            cursor = (page.get("response_metadata") or {}).get("next_cursor")
-            if found is not None or not page.get("has_more") or not cursor:
-                return found
+        return find_posted(ch.client, ch.channel_id, claimed_at, event_type=event_type, key=key,
+                           wanted=wanted, thread_ts=job.thread_ts)
     except SlackApiError as exc:
         code, status = error_code(exc)
         if code in NO_HISTORY_ERRORS:
@@ -333,7 +303,6 @@ def _find_post(ch: Channel, job: Job, claimed_at: datetime) -> str | None:
         log.warning("event=reconcile_failed channel=%s item=%s error=%s",
                     ch.channel_id, job.label, type(exc).__name__)
         raise Defer from None
-    return None
 
 
 # settling ------------------------------------------------------------------------------------------
