@@ -350,15 +350,15 @@ class Digester:
                                wanted=period)
         except SlackApiError as exc:
             code, status = error_code(exc)
-            # Sorted before NO_HISTORY_ERRORS, so missing_scope (in both) disables the workspace here, where
-            # the deliverer's `_find_post` posts again.
-            if code in WORKSPACE_ERRORS:
-                raise WorkspaceDown(code) from None
+            # History first, as the deliverer's `_find_post`: missing_scope (in both sets) here means the
+            # history scope, which is no reason to stop the workspace's deliveries.
             if code in NO_HISTORY_ERRORS:
                 log.warning("event=reconcile_unavailable channel=%s period=%s error=%s detail=\"cannot read "
                             "history; posting again, the channel may see this digest twice\"",
                             channel, period, code)
                 return None
+            if code in WORKSPACE_ERRORS:
+                raise WorkspaceDown(code) from None
             log.warning("event=reconcile_failed channel=%s period=%s error=%s status=%d",
                         channel, period, code, status)
             return ""

@@ -346,6 +346,22 @@ def test_a_crash_after_the_post_is_reconciled_from_history_not_posted_again(
     restarted.close()
 
 
+def test_history_the_app_may_not_read_posts_the_digest_again_and_stops_nothing(
+    base: Store, slack: FakeSlack
+) -> None:
+    """missing_scope reading history (no channels:history) is not a workspace's missing chat:write."""
+    weekly(base)
+    arrive(base, NEW[:2], SET_UP + timedelta(hours=1))
+    slack.fault("chat.postMessage", status=500, after=True)  # landed, but its fate is unknown
+    assert digester(slack, MONDAY + timedelta(minutes=5))(base).delivered == 0
+    slack.fault("conversations.history", error="missing_scope", times=None)
+    assert digester(slack, MONDAY + timedelta(minutes=15))(base).delivered == 1, "posted again, at least once"
+    assert len(digests_posted(slack)) == 2
+    assert base.workspace_disabled(TEAM) is None
+    [row] = base.digests(TEAM, CHANNEL)
+    assert row.state == "sent"
+
+
 def test_a_claimed_digest_that_never_landed_is_posted_after_the_restart(
     base: Store, slack: FakeSlack
 ) -> None:
