@@ -30,7 +30,6 @@ import tempfile
 import textwrap
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -41,8 +40,9 @@ ROOT = Path(__file__).resolve().parents[1]
 ITEMS = 20_000  # the archive searched (issue 12's size for the index's memory)
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.bench_store import postgres_store  # noqa: E402
 from bot.models import Item  # noqa: E402
-from bot.store import SQLiteStore, Store, open_store  # noqa: E402
+from bot.store import SQLiteStore  # noqa: E402
 from tests.fakes.slack_api import FakeSlack  # noqa: E402
 from tests.fakes.slack_sender import (  # noqa: E402
     SECRET,
@@ -240,27 +240,17 @@ def archive(tmp: Path, *, dense: bool) -> SQLiteStore:
 
 @contextmanager
 def postgres_copy(url: str, source: SQLiteStore) -> Iterator[str]:
-    """A fresh schema of the PostgreSQL database at `url` holding `source`'s items and vectors (copied, not
-    computed again); yields its DATABASE_URL, and drops the schema afterwards."""
-    import psycopg
-
+    """A fresh schema of the PostgreSQL database at `url` (bench_store's, dropped afterwards) holding
+    `source`'s items and vectors (copied, not computed again); yields its DATABASE_URL."""
     from bot.search.embed import BUNDLED_NAME
+    from bot.store.postgres import PostgresStore
 
-    schema = f"bench_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(url, autocommit=True) as admin:
-        admin.execute(f'CREATE SCHEMA "{schema}"')
-    scoped = f"{url}{'&' if '?' in url else '?'}options=-csearch_path%3D{schema}"
-    store: Store = open_store(scoped)
-    try:
-        store.migrate()
+    with postgres_store(url)(ITEMS) as store:
+        assert isinstance(store, PostgresStore)
         store.add_items(synthetic_items(ITEMS))
         store.put_item_vectors(BUNDLED_NAME, list(source.each_item_vector(BUNDLED_NAME)))
         store.close()
-        yield scoped
-    finally:
-        store.close()
-        with psycopg.connect(url, autocommit=True) as admin:
-            admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
+        yield store.url
 
 
 def realistic_loads(bot: ServeProcess, clients: int, per_client: int, backend: str) -> list[Load]:

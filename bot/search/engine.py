@@ -203,5 +203,5 @@ def ranked_hits(snapshot: Snapshot, query: tantivy.Query, limit: int, store: Sto
 
 def hits_of(store: Store, ranked: list[tuple[float, str, str]]) -> list[SearchHit]:
     """(score, published, id), best first, as SearchHits: the items read from the database."""
-    found = store.get_items([key for _, _, key in ranked])
-    return [SearchHit(found[key], score) for score, _, key in ranked if key in found]
+    scores = {key: score for score, _, key in ranked}
+    return [SearchHit(item, scores[item.id]) for item in items(store, list(scores))]
