@@ -4,12 +4,21 @@ Type `/mlresearch search captioning` (or just `search captioning`); the reply pr
 shell is a channel of its own, #shell: `/mlresearch subscribe` there, and new items print as they would post,
 through the store's delivery ledger (claim -> print -> mark_sent). Poll cycles (`bot.pipeline`, as `poll` and
 `serve` run them: new items are enriched from the research index too) run in the background every
-POLL_INTERVAL seconds; with POLL_INTERVAL=0 only when you type `poll`. `exit`, `quit` or end of input ends the
-shell. No Slack credentials are needed.
+POLL_INTERVAL seconds; with POLL_INTERVAL=0 only when you type `poll`. `backfill [URL]` merges the research index
+into the archive, as `mlresearch-bot backfill` does. `exit`, `quit` or end of input ends the shell. No Slack
+credentials are needed.
+
+A line that is not a command (its first word is none of `/mlresearch`'s, and it does not start with
+`/mlresearch`) is a question, answered as a direct message would be: `bot.ask.understand`, then
+`bot.conversation.reply_for` (the same reply, headed by what was understood), rendered as text. The session
+is one thread: a follow-up ("and on-device?") builds on the question before it.
 
 The archive is created by the first write (a poll, a subscribe), never by starting the shell or reading: on a
-fresh clone with POLL_INTERVAL=0 the banner says the archive is empty and `poll` fills it. On a terminal, log
-lines and background news are written through the console, above the prompt, never onto its line.
+fresh clone with POLL_INTERVAL=0 the banner says the archive is empty and `poll` fills it. With polling on and an
+empty archive, the first screen waits (up to FIRST_POLL_WAIT seconds) for the first poll: when the feed cannot
+be reached it says so, and how to try the bundled snapshot instead (`OFFLINE_HINT`); until the archive holds
+items, reads and questions get that same note rather than "the archive is empty". On a terminal, log lines and
+background news are written through the console, above the prompt, never onto its line.
 """
 
 from __future__ import annotations
@@ -20,16 +29,19 @@ import re
 import threading
 from collections.abc import Callable, Iterable
 from datetime import datetime
+from pathlib import Path
 from typing import Any, TextIO
 
 import httpx
 
-from bot import digest
+from bot import digest, research_index
+from bot.ask import Understood, understand
 from bot.blocks import follow_message, item_message
 from bot.commands import HANDLERS, Invocation, Reply, Services, handle, split
 from bot.config import Settings, redact_url
+from bot.conversation import Question, reply_for
 from bot.deliver import LOCAL_TEAM_ID as SHELL_TEAM_ID
-from bot.errors import LockTimeout, StoreError
+from bot.errors import IndexReadError, LockTimeout, StoreError
 from bot.models import DeliveryReport, PollResult
 from bot.pipeline import Pipeline
 from bot.poller import Poller
@@ -42,6 +54,8 @@ SHELL_CHANNEL_NAME = "shell"  # shown as #shell everywhere, as Slack shows a cha
 SHELL_USER_ID = "USHELL"
 PROMPT = "mlresearch> "
 RULE = "-" * 60
+FIRST_POLL_WAIT = 15.0  # seconds the first screen waits for the first poll of an empty archive
+SNAPSHOT = "tests/data/apple_ml_rss.xml"  # the feed as it stood once, bundled with the repository
 
 _ANGLE = re.compile(r"<([^<>\n]*)>")
 _FORMAT = [
@@ -235,8 +249,21 @@ WRITES = ("subscribe", "unsubscribe", "follow", "unfollow")
 BANNER = (
     f"mlresearch-bot shell: this console stands in for a Slack channel, #{SHELL_CHANNEL_NAME}.\n"
     "Type /mlresearch help (the /mlresearch prefix is optional), `poll` to fetch the feed now, "
-    "`exit` to leave."
+    "`backfill` for every past post, `exit` to leave; anything else is a question "
+    "(“what's new in speech recognition this year?”)."
 )
+
+
+def offline_note(error: str, cwd: Path | None = None) -> str:
+    """What the shell says when the feed could not be read and the archive is empty: the reason, and how to
+    try the bot on the bundled snapshot instead (the exact command in a clone of the repository)."""
+    here = (cwd or Path.cwd()) / SNAPSHOT
+    if here.is_file():
+        how = f"to try the bot offline on the bundled snapshot, start it with `FEED_URL={SNAPSHOT} make run`"
+    else:
+        how = "to try the bot offline, set FEED_URL to a saved copy of the feed (a path works) and start again"
+    return (f"The feed could not be reached, so the archive is still empty ({error}). Type `poll` to try "
+            f"again, or {how}.")
 
 
 class Archive:
@@ -275,6 +302,16 @@ class Archive:
         )
 
 
+class Session:
+    """What the shell remembers between lines: the question before (the session is one thread) and the last
+    poll's error (while the archive is empty, reads answer with the offline note)."""
+
+    def __init__(self) -> None:
+        self.previous: Understood | None = None
+        self.feed_error: str | None = None
+        self.first_poll = threading.Event()
+
+
 def run(
     settings: Settings,
     stdin: TextIO,
@@ -282,6 +319,8 @@ def run(
     *,
     http_client: httpx.Client | None = None,
     summarizer: Summarizer | None = None,
+    clock: Callable[[], datetime] = utcnow,
+    first_poll_wait: float = FIRST_POLL_WAIT,
 ) -> int:
     """The read-reply loop until `exit`, `quit` or end of input. Returns the exit status."""
     store = open_store(settings.database_url)
@@ -292,14 +331,16 @@ def run(
     if summarizer is None and settings.summary_enabled:
         summarizer = Summarizer.from_settings(settings)
     services = Services(store=store, settings=settings, slack=None, summarizer=summarizer,
-                        index=SearchIndex(store, model=meaning_model(settings)))
+                        index=SearchIndex(store, model=meaning_model(settings)), clock=clock)
     console = Console(stdout)
+    session = Session()
     # The poll pipeline of `poll` and `serve` (enrichment included), delivering by printing here.
     pipeline = Pipeline.from_settings(settings, store, deliver=ShellDeliverer(console), client=http_client,
                                       digest=ShellDigester(console))
     interactive = _isatty(stdin)
     console.write(BANNER)
-    if archive.empty():
+    empty_at_start = archive.empty()
+    if empty_at_start:
         console.write("The archive is empty: the first poll, starting now, fills it." if polling
                       else archive.empty_note())
     poller: Poller | None = None
@@ -308,10 +349,16 @@ def run(
         console.write(f"Polling {shown} every {settings.poll_interval} s in the background.")
 
         def report(result: PollResult) -> None:
-            if result.error or result.new or result.baseline:
+            session.feed_error = result.error
+            if result.error and archive.empty():
+                console.write(offline_note(result.error))
+            elif result.error or result.new or result.baseline:
                 console.write(describe(result, archive.subscribed()))
+            session.first_poll.set()
 
         poller = pipeline.start(settings.poll_interval, on_result=report)
+        if empty_at_start:  # the first screen says whether the feed could be read
+            session.first_poll.wait(first_poll_wait)
     saved_log = _log_through(console) if interactive else None
     try:
         while True:
@@ -328,19 +375,29 @@ def run(
             if bare in ("exit", "quit"):
                 break
             if bare == "poll":
-                console.write(_poll(archive, pipeline))
+                console.write(_poll(archive, pipeline, session))
                 continue
-            word = split(text)[0]
+            word, rest = split(text)
+            if word == "backfill":
+                console.write(_backfill(archive, pipeline, rest, console))
+                continue
+            command = word in HANDLERS or text.lower().startswith("/mlresearch")
             if word in WRITES:
                 archive.ensure()
-            elif word in HANDLERS and word != "help" and not archive.ready:
+            elif (not command or word != "help") and not archive.ready:
                 console.write(archive.empty_note() + "\n")  # a read creates no file
                 continue
-            invocation = Invocation(
-                text=text, team_id=SHELL_TEAM_ID, channel_id=SHELL_CHANNEL_ID, user_id=SHELL_USER_ID,
-                channel_name=SHELL_CHANNEL_NAME,
-            )
-            console.write(render_reply(handle(invocation, services)))
+            elif (not command or word != "help") and session.feed_error and archive.empty():
+                console.write(offline_note(session.feed_error) + "\n")
+                continue
+            if command:
+                invocation = Invocation(
+                    text=text, team_id=SHELL_TEAM_ID, channel_id=SHELL_CHANNEL_ID, user_id=SHELL_USER_ID,
+                    channel_name=SHELL_CHANNEL_NAME,
+                )
+                console.write(render_reply(handle(invocation, services)))
+            else:
+                console.write(_ask(text, services, session, clock()))
             console.write("")
     except KeyboardInterrupt:
         console.write("")
@@ -353,6 +410,36 @@ def run(
     return 0
 
 
+def _ask(text: str, services: Services, session: Session, now: datetime) -> str:
+    """A question, answered as a direct message is (`conversation.reply_for`), as text; the session is one
+    thread, so the question before is what a follow-up builds on."""
+    understood = understand(text, session.previous, now=now.date())
+    stamp = f"{now.timestamp():.6f}"
+    question = Question(SHELL_TEAM_ID, SHELL_CHANNEL_ID, SHELL_USER_ID, text, stamp, stamp, "")
+    try:
+        said, blocks = reply_for(understood, question, services)
+    except Exception as exc:  # noqa: BLE001 - the shell stays up; one line, no trace
+        return f"Sorry, I couldn't answer that: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+    session.previous = understood
+    return render(blocks) or mrkdwn_to_text(said)
+
+
+def _backfill(archive: Archive, pipeline: Pipeline, url: str, console: Console) -> str:
+    """`backfill [URL]`: the research index (beside a web feed, else Apple's) merged into the archive, as
+    `mlresearch-bot backfill` does; nothing is printed as new."""
+    url = url or pipeline.index_url or research_index.DEFAULT_INDEX_URL
+    try:
+        store = archive.ensure()
+        result = research_index.backfill(store, pipeline.client, url,
+                                         progress=lambda message: console.write(f"[backfill] {message}"))
+    except (IndexReadError, StoreError) as exc:
+        return f"[backfill] failed: {' '.join(str(exc).split())[:300]}"
+    except Exception as exc:  # noqa: BLE001 - the shell stays up; one line, no trace
+        return f"[backfill] failed: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+    note = f" ({result.note})" if result.note else ""
+    return f"[backfill] {result.found} posts in the index: {result.added} added, {result.enriched} enriched{note}"
+
+
 def _log_through(console: Console) -> list[logging.Handler]:
     """Route the log through the console (the prompt owns the terminal's last line); returns the handlers to
     restore."""
@@ -363,10 +450,13 @@ def _log_through(console: Console) -> list[logging.Handler]:
     return saved
 
 
-def _poll(archive: Archive, pipeline: Pipeline) -> str:
+def _poll(archive: Archive, pipeline: Pipeline, session: Session) -> str:
     try:
         archive.ensure()
         result = pipeline.poll_once(lock_timeout=5)
+        session.feed_error = result.error
+        if result.error and archive.empty():
+            return offline_note(result.error)
         return describe(result, archive.subscribed())
     except LockTimeout:
         return "[poll] a poll is already running; its news will print here"

@@ -6,18 +6,27 @@ from __future__ import annotations
 import io
 import os
 import queue
+import socket
 import subprocess
 import sys
 import threading
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
+from bot.ask import understand
+from bot.commands import Services
 from bot.config import Settings
-from bot.shell import SHELL_CHANNEL_ID, SHELL_TEAM_ID, mrkdwn_to_text, render, run
-from bot.store import SQLiteStore
-from tests.fakes.archive import ARCHIVE, RSS, filled_store
+from bot.conversation import Question, reply_for
+from bot.models import Validators
+from bot.search.index import SearchIndex, meaning_model
+from bot.shell import SHELL_CHANNEL_ID, SHELL_TEAM_ID, SHELL_USER_ID, SNAPSHOT, mrkdwn_to_text, render, run
+from bot.store import SQLiteStore, Store
+from tests.fakes.archive import ARCHIVE, RSS, filled_store, fixture_items
+from tests.fakes.feed_server import FeedServer, Reply
+from tests.fakes.research_index import INDEX_FIXTURE
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -140,9 +149,81 @@ def test_a_feed_failure_is_one_line(tmp_path: Path) -> None:
     out = io.StringIO()
     assert run(settings, io.StringIO("poll\nsearch 🚀\n" + "x" * 5000 + "\n"), out) == 0
     text = out.getvalue()
-    assert "[poll] the feed failed:" in text and "could not be read" in text
-    assert "Type some words to search for" in text
+    assert "The feed could not be reached, so the archive is still empty (" in text
+    assert "could not be read" in text
+    assert text.count("The feed could not be reached") == 3  # the poll, then each read of the empty archive
     assert "Traceback" not in text
+
+
+# --- questions, backfill, offline ------------------------------------------------------------------------
+
+
+def test_a_line_that_is_not_a_command_is_a_question_answered_as_a_dm_would_be(
+    store: Store, database_url: str
+) -> None:
+    store.ingest(str(ARCHIVE), fixture_items(ARCHIVE), Validators(etag='"fixture"'))
+    settings = Settings(database_url=database_url, feed_url=str(ARCHIVE), poll_interval=0)
+    out = io.StringIO()
+    lines = "what is new?\nwhat has apple published on captioning?\nand on-device?\n/mlresearch bogus\n"
+    assert run(settings, io.StringIO(lines), out) == 0
+    text = out.getvalue()
+    assert "I don't know “what”" not in text
+    assert "I don't know “bogus”" in text  # a line starting with /mlresearch is always a command
+    # the very reply a direct message gets (the same understanding and handlers), rendered as text
+    today = datetime.now(UTC)
+    dm = Question(SHELL_TEAM_ID, SHELL_CHANNEL_ID, SHELL_USER_ID, "what is new?", "1.0", "1.0", "")
+    services = Services(store=store, settings=settings, index=SearchIndex(store, model=meaning_model(settings)))
+    for question in ("what is new?", "what has apple published on captioning?"):
+        _said, blocks = reply_for(understand(question, now=today.date()), dm, services)
+        assert render(blocks) in text
+    assert "The newest items." in text
+    assert "Searched for “captioning”." in text
+    assert "BalCapRL: A Balanced Framework for RL-Based MLLM Image Captioning (https://" in text
+    # the session is one thread: a follow-up builds on the question before it
+    assert 'Searched for “captioning "on-device"”, keeping this thread\'s topic.' in text
+    assert "Traceback" not in text
+
+
+def test_backfill_works_in_the_shell(database_url: str) -> None:
+    with FeedServer() as server:
+        server.route("/rss.xml", Reply(body=RSS.read_bytes()))
+        server.route("/research", Reply(body=INDEX_FIXTURE.read_bytes(), content_type="text/html"))
+        settings = Settings(database_url=database_url, feed_url=server.url("/rss.xml"), poll_interval=0)
+        out = io.StringIO()
+        assert run(settings, io.StringIO("backfill\nlatest 1\n"), out) == 0
+    text = out.getvalue()
+    assert "[backfill] reading http://127.0.0.1:" in text
+    assert "[backfill] 14 posts in the index: 14 added, 0 enriched" in text
+    assert "I don't know “backfill”" not in text
+    assert [r.path for r in server.requests] == ["/research"]  # beside the feed; the feed itself untouched
+    assert "The archive is empty" not in text.split("[backfill] 14")[1]
+
+
+def test_offline_the_first_screen_says_the_feed_could_not_be_reached_and_how_to_try_the_snapshot(
+    tmp_path: Path,
+) -> None:
+    with socket.socket() as probe:  # a port nothing listens on: the connection is refused at once
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = shell_env(tmp_path, tmp_path / "unused.xml", interval=600)
+    env["FEED_URL"] = f"http://127.0.0.1:{port}/rss.xml"
+    done = subprocess.run(
+        [sys.executable, "-m", "bot", "shell"],
+        input="what is new?\nlatest\nsearch speech\nsummarize diffusion\n",
+        capture_output=True, text=True, timeout=60, cwd=ROOT, env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    hint = f"`FEED_URL={SNAPSHOT} make run`"
+    assert (ROOT / SNAPSHOT).is_file()
+    first_screen = out.split("\n\n")[0]  # before the first answer
+    assert "The feed could not be reached, so the archive is still empty (" in first_screen
+    assert f"127.0.0.1:{port}/rss.xml could not be reached" in first_screen
+    assert hint in first_screen
+    assert out.count(hint) == 5  # the first screen, then each of the four answers
+    assert "nothing has been fetched yet" not in out and "nothing to search yet" not in out
+    assert "Nothing in the archive is about" not in out and "I don't know" not in out
+    assert "Traceback" not in out + done.stderr
 
 
 # --- Block Kit -> text -----------------------------------------------------------------------------------
