@@ -13,6 +13,10 @@
   `im`) or a message in the assistant pane (Bolt's `Assistant` middleware: `user_message`) is acked at once
   and answered in its thread by a lazy listener; `thread_started` suggests prompts. Messages of bots (this
   one included), edits and the like are acked and left alone.
+- Unfurls (`bot.unfurls`): a `link_shared` event's links to machinelearning.apple.com are looked up in the
+  archive by a lazy listener and unfurled with `chat.unfurl` (title, date, authors, the abstract's start, Save
+  and Related); links to other hosts, links beyond the cap and links the archive does not hold are left to
+  Slack.
 - Lifecycle: uninstall and token revocation forget the workspace (its installation, subscriptions and
   undelivered items); an archived or left channel is paused, a deleted one unsubscribed, so the bot never
   posts where it is no longer welcome.
@@ -34,7 +38,7 @@ from slack_bolt import Ack, App, Assistant, Respond
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from bot import blocks, commands, conversation, home
+from bot import blocks, commands, conversation, home, unfurls
 from bot.commands import Invocation, Services
 from bot.errors import StoreError
 from bot.slackweb import TRANSPORT_ERRORS
@@ -63,6 +67,7 @@ def register(app: App, services: Services) -> None:
     app.action(blocks.OPEN_ACTION_ID)(_ack)  # a link button: Slack opens the link, and expects an ack
     app.action(blocks.RELATED_ACTION_ID)(ack=_ack, lazy=[listeners.related])
     app.event("app_home_opened")(ack=_ack, lazy=[listeners.home])
+    app.event("link_shared")(ack=_ack, lazy=[listeners.unfurl])
     app.event("app_uninstalled")(listeners.uninstalled)
     app.event("tokens_revoked")(listeners.tokens_revoked)
     for name in ("channel_archived", "group_archived"):
@@ -299,6 +304,39 @@ class _Listeners:
             except SlackApiError as exc:
                 log.warning("event=related_failed team=%s channel=%s error=%s", team_id[:20], channel_id[:20],
                             str(exc.response.get("error") or "unknown_error"))
+
+    # unfurls ----------------------------------------------------------------------------------------
+
+    def unfurl(self, event: dict[str, Any], body: dict[str, Any], client: WebClient) -> None:
+        """Unfurl the event's links to our site that the archive holds; one log line says what was done."""
+        links = unfurls.apple_links(event)
+        team_id = str(body.get("team_id") or "")[:20]
+        channel_id = str(event.get("channel") or "")[:20]
+        where = f"team={team_id} channel={channel_id}"
+        counts = (f"links={links.seen} ours={len(links.wanted)} other_hosts={links.other_hosts} "
+                  f"over_cap={links.over_cap}")
+        into = unfurls.target(event)
+        if not links.wanted or into is None:
+            log.info("event=unfurl_skipped %s %s target=%s", where, counts, into is not None)
+            return
+        try:
+            found, missing = unfurls.unfurls_for(links, self.services.store.thread_view())
+        except StoreError as exc:
+            log.error("event=unfurl_failed stage=archive %s error=%r", where, _one_line(exc))
+            return
+        if not found:
+            log.info("event=unfurl_skipped %s %s not_archived=%d", where, counts, missing)
+            return
+        try:
+            client.chat_unfurl(**into, unfurls=found)
+        except SlackApiError as exc:
+            error = str(exc.response.get("error") or "unknown_error") if exc.response is not None else "?"
+            log.warning("event=unfurl_failed stage=slack %s error=%s", where, error[:60])
+            return
+        except TRANSPORT_ERRORS as exc:
+            log.warning("event=unfurl_failed stage=slack %s error=%s", where, type(exc).__name__)
+            return
+        log.info("event=unfurled %s %s unfurled=%d not_archived=%d", where, counts, len(found), missing)
 
     # App Home ---------------------------------------------------------------------------------------
 

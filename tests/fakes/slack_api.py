@@ -13,7 +13,8 @@ conversations.replies (a thread: its parent, then its replies oldest first, the 
 conversations.open (a person's DM: `dm_channel(user)`), views.publish (answered ok; the view is in the call),
 users.conversations (the channels of `slack.members` a person is in),
 users.info (the people in `slack.users`, user id -> profile fields such as `tz`; anyone else is
-`user_not_found`), assistant.threads.setStatus / setSuggestedPrompts / setTitle (recorded in
+`user_not_found`), chat.unfurl (kept in `slack.unfurls`: channel and ts, or unfurl_id and source, are
+required, as is an `unfurls` object), assistant.threads.setStatus / setSuggestedPrompts / setTitle (recorded in
 `calls`, answered ok). Add more with
 `slack.handlers["views.publish"] = fn` (fn(call) -> the JSON answer); every request, handled or not, is in
 `slack.calls`. Faults are scripted per method and channel: an HTTP status (429 with Retry-After, 500...),
@@ -99,6 +100,7 @@ class FakeSlack(Loopback):
         self.faults: list[Fault] = []
         self.users: dict[str, dict[str, Any]] = {}
         self.members: dict[str, set[str]] = {}  # channel id -> the people in it (users.conversations)
+        self.unfurls: list[dict[str, Any]] = []  # what chat.unfurl was given, in order
         self.handlers: dict[str, Handler] = {
             "auth.test": self._auth_test,
             "chat.postMessage": self._post_message,
@@ -108,6 +110,7 @@ class FakeSlack(Loopback):
             "users.conversations": self._users_conversations,
             "users.info": self._users_info,
             "conversations.replies": self._replies,
+            "chat.unfurl": self._unfurl,
             "assistant.threads.setStatus": self._ok,
             "assistant.threads.setSuggestedPrompts": self._ok,
             "assistant.threads.setTitle": self._ok,
@@ -271,6 +274,16 @@ class FakeSlack(Loopback):
             return {"ok": False, "error": "thread_not_found"}
         replies.sort(key=lambda m: float(m["ts"]))
         return _page([*parent, *replies], offset, limit, with_metadata)
+
+    def _unfurl(self, call: Call) -> dict[str, Any]:
+        p = call.params
+        if not ((p.get("channel") and p.get("ts")) or (p.get("unfurl_id") and p.get("source"))):
+            return {"ok": False, "error": "invalid_arguments"}
+        if not isinstance(p.get("unfurls"), dict) or not p["unfurls"]:
+            return {"ok": False, "error": "invalid_unfurls_format"}
+        with self._cond:
+            self.unfurls.append(dict(p))
+        return {"ok": True}
 
     def _ok(self, call: Call) -> dict[str, Any]:
         return {"ok": True}
