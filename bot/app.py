@@ -5,7 +5,8 @@ by `bot.server.Router` before Bolt sees the request (which also turns away bodie
 Bolt's `RequestVerification`: unsigned, badly signed or stale requests get 401 before any listener runs.
 Listeners run in the request thread (`process_before_response=True`): a fast command is answered in its ack,
 and everything that may be slow (summaries through an API, the share button, App Home) runs as a lazy
-listener on `executor`, which `bot.server` drains on shutdown.
+listener on `executor`, which `bot.server` drains on shutdown; what calls the model endpoint runs on the model
+lane (`bot.lanes`), its own small pool with per-person and per-workspace caps, drained the same way.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from slack_sdk import WebClient
 from bot import listeners
 from bot.commands import Services
 from bot.config import Settings
+from bot.lanes import ModelLane
 from bot.search.index import SearchIndex, meaning_model
 from bot.store import Store
 from bot.summarize import Summarizer
@@ -43,9 +45,11 @@ def build_app(
     client: WebClient | None = None,
     executor: ThreadPoolExecutor | None = None,
     services: Services | None = None,
+    model_lane: ModelLane | None = None,
 ) -> App:
     """The Bolt app with every listener registered. `services` (a `bot.commands.Services`) is built from
-    the other arguments unless given."""
+    the other arguments unless given; `model_lane` runs the work that calls the model (one is made unless
+    given)."""
     client = client or web_client(settings)
     bolt_log = logging.getLogger("slack_bolt")
     level = bolt_log.level
@@ -55,7 +59,8 @@ def build_app(
         app = _app(settings, store, client, executor, bolt_log)
     finally:
         bolt_log.setLevel(level)
-    listeners.register(app, services if services is not None else make_services(settings, store, client))
+    listeners.register(app, services if services is not None else make_services(settings, store, client),
+                       model_lane)
     return app
 
 

@@ -168,6 +168,25 @@ def answer(
     return "answered"
 
 
+def busy(question: Question, services: Services, client: Any, claimed: str, line: str) -> str:
+    """Say `line` (the model is busy: try again in a minute) in the question's thread instead of answering,
+    and settle the claim as failed; returns what happened, as `answer` does."""
+    q = question
+    if claimed not in ("claimed", "reclaimed"):
+        return "skipped"
+    where = f"team={q.team_id} channel={q.channel_id} ts={q.ts}"
+    metadata = {"event_type": EVENT_TYPE, "event_payload": {"message_ts": q.ts}}
+    try:
+        client.chat_postMessage(channel=q.channel_id, thread_ts=q.thread_ts, text=line, parse="none",
+                                metadata=metadata)
+        services.store.settle_question(q.team_id, q.channel_id, q.ts, state="failed")
+    except Exception as exc:  # noqa: BLE001 - Slack or the store is down too: a late retry may answer
+        log.warning("event=question_busy_failed error=%s %s", type(exc).__name__, where)
+        return "failed"
+    log.info("event=question_busy %s", where)
+    return "busy"
+
+
 def reply_for(understood: Understood, q: Question, services: Services) -> tuple[str, list[dict[str, Any]]]:
     """(text, blocks) answering `understood`: the command's reply headed by what was searched for."""
     if understood.slash:

@@ -1,8 +1,11 @@
 """Every Bolt listener, registered in one place (`register`). Listeners are plain functions over
 `bot.commands` and the store; Bolt injects their arguments by name.
 
-- `/mlresearch`: a fast command is answered in its ack (ephemeral); a slow one (`commands.is_slow`) is acked
-  at once and answered through `response_url` by a lazy listener.
+- `/mlresearch`: a fast command is answered in its ack (ephemeral); a slow one (`commands.is_slow`: a summary
+  written by the model) is admitted to the model lane (`bot.lanes`: its own small pool, capped per person and
+  per workspace), acked at once, and answered through `response_url` from the lane; over a cap, the ack is
+  the one line `lanes.BUSY`. Nothing that calls the model runs on the lazy listeners' pool, so Save, Home and
+  the other cheap work never wait behind it.
 - The "Share in channel" button re-posts the same content visibly through `response_url`, then deletes the
   ephemeral original.
 - Save (on every item message and search result) puts the item on the clicker's reading list and says so
@@ -11,7 +14,8 @@
 - App Home: `app_home_opened` publishes `home.home_view` for the person who opened it.
 - Questions (`bot.conversation`): a mention (`app_mention`), a direct message (`message` with `channel_type`
   `im`) or a message in the assistant pane (Bolt's `Assistant` middleware: `user_message`) is acked at once
-  and answered in its thread by a lazy listener; `thread_started` suggests prompts. Messages of bots (this
+  and answered in its thread by a lazy listener (handed to the model lane when a model writes answers; over a
+  cap, the thread gets `lanes.BUSY`); `thread_started` suggests prompts. Messages of bots (this
   one included), edits and the like are acked and left alone.
 - Unfurls (`bot.unfurls`): a `link_shared` event's links to machinelearning.apple.com are looked up in the
   archive by a lazy listener and unfurled with `chat.unfurl` (title, date, authors, the abstract's start, Save
@@ -41,6 +45,7 @@ from slack_sdk.errors import SlackApiError
 from bot import blocks, commands, conversation, home, unfurls
 from bot.commands import Invocation, Services
 from bot.errors import StoreError
+from bot.lanes import BUSY, ModelLane
 from bot.slackweb import TRANSPORT_ERRORS
 
 log = logging.getLogger("bot.listeners")
@@ -53,14 +58,15 @@ HOME_CHANNEL_PAGES = 5  # of 200 channels: whom the App Home lists subscriptions
 CLAIM = "mlresearch_question_claim"  # the request context's key for conversation.claim's outcome
 
 
-def register(app: App, services: Services) -> None:
-    """Attach every listener to `app`."""
-    listeners = _Listeners(services)
+def register(app: App, services: Services, lane: ModelLane | None = None) -> None:
+    """Attach every listener to `app`; work that calls the model runs on `lane` (one is made if none is
+    given)."""
+    listeners = _Listeners(services, lane)
     # Bolt runs the first listener that matches: a fast command is answered in the ack with no lazy hand-off
     # (no request copy, no extra thread), and is matched first (each listener tried costs a match); what
     # is left, a slow command, gets the lazy pair.
     app.command(COMMAND, matchers=[listeners.is_fast])(listeners.command_fast)
-    app.command(COMMAND)(ack=listeners.command_deferred, lazy=[listeners.command_lazy])
+    app.command(COMMAND)(listeners.command_deferred)  # answered from the model lane
     app.action(SHARE_ACTION_ID)(ack=_ack, lazy=[listeners.share])
     app.action(blocks.SAVE_ACTION_ID)(ack=_ack, lazy=[listeners.save])
     app.action(home.REMOVE_ACTION_ID)(ack=_ack, lazy=[listeners.remove])
@@ -110,17 +116,35 @@ def _one_line(error: object, limit: int = 200) -> str:
 
 
 class _Listeners:
-    def __init__(self, services: Services) -> None:
+    def __init__(self, services: Services, lane: ModelLane | None = None) -> None:
         self.services = services
+        self.lane = lane if lane is not None else ModelLane()
+
+    def model_writes(self) -> bool:
+        """Whether answers are written by the model endpoint (then they run on the model lane)."""
+        summarizer = self.services.summarizer
+        return summarizer is not None and summarizer.abstractive
 
     # /mlresearch ------------------------------------------------------------------------------------
 
     def is_fast(self, body: dict[str, Any]) -> bool:
         return not commands.is_slow(_invocation(body), self.services)
 
-    def command_deferred(self, ack: Ack, body: dict[str, Any]) -> None:
-        ack(response_type="ephemeral", text=WORKING)
-        _log_command(_invocation(body), "deferred", time.perf_counter())
+    def command_deferred(self, ack: Ack, body: dict[str, Any], respond: Respond, client: WebClient) -> None:
+        """A slow command: a place on the model lane, then "working on it" (the lane answers through
+        `response_url`); over a cap, the busy line instead."""
+        started = time.perf_counter()
+        inv = _invocation(body)
+        slot = self.lane.admit(inv.team_id, inv.user_id)
+        if slot is None:
+            ack(response_type="ephemeral", text=BUSY)
+            _log_command(inv, "busy", started)
+            return
+        try:
+            ack(response_type="ephemeral", text=WORKING)
+        finally:
+            slot.start(self.command_lazy, body, respond, client)
+        _log_command(inv, "deferred", started)
 
     def for_request(self, client: WebClient | None) -> Services:
         """The services for one request: over the store's view for this thread (`Store.thread_view`), and in
@@ -199,7 +223,14 @@ class _Listeners:
         claimed = context.get(CLAIM)
         if question is None or claimed is None:
             return
-        conversation.answer(question, self.for_request(client), client, str(claimed), **pane)
+
+        def answer() -> None:
+            conversation.answer(question, self.for_request(client), client, str(claimed), **pane)
+
+        if not self.model_writes():
+            answer()
+        elif not self.lane.submit(question.team_id, question.user_id, answer):
+            conversation.busy(question, self.for_request(client), client, str(claimed), BUSY)
 
     # the share button -------------------------------------------------------------------------------
 
@@ -216,8 +247,18 @@ class _Listeners:
                             text=commands.NO_WORKSPACE)
             log.info("event=share_refused reason=no_workspace channel=%s", channel_id[:20])
             return
-        reply = commands.shared(str(action.get("value") or ""), user_id, self.for_request(client), team_id,
-                                channel_id)
+        value = str(action.get("value") or "")
+        if not (self.model_writes() and commands.split(value)[0] == "summarize"):
+            self._share(value, user_id, team_id, channel_id, respond, client)
+        elif not self.lane.submit(team_id, user_id, self._share, value, user_id, team_id, channel_id, respond,
+                                  client):  # a summary is written again: on the model lane
+            if respond is not None:
+                _respond_ok(respond, response_type="ephemeral", replace_original=False, text=BUSY)
+            log.info("event=share_refused reason=busy team=%s user=%s", team_id[:20], user_id[:20])
+
+    def _share(self, value: str, user_id: str, team_id: str, channel_id: str, respond: Respond | None,
+               client: WebClient) -> None:
+        reply = commands.shared(value, user_id, self.for_request(client), team_id, channel_id)
         where = f"team={team_id} channel={channel_id} user={user_id}"
         if respond is not None and _respond_ok(respond, response_type="in_channel", replace_original=False,
                                                text=reply.text, blocks=reply.blocks):

@@ -49,6 +49,7 @@ from bot import memory
 from bot.app import LAZY_WORKERS, build_app, make_services, web_client
 from bot.config import Settings
 from bot.errors import ServeError, StoreError
+from bot.lanes import ModelLane
 from bot.store import Store, iso, open_store
 
 if TYPE_CHECKING:
@@ -235,9 +236,10 @@ def serve(settings: Settings) -> int:
     store = open_store(settings.database_url)
     store.migrate()
     executor = ThreadPoolExecutor(max_workers=LAZY_WORKERS, thread_name_prefix="lazy")
+    lane = ModelLane()
     client = web_client(settings)
     services = make_services(settings, store, client)  # its search index is built once the server listens
-    app = build_app(settings, store, client=client, executor=executor, services=services)
+    app = build_app(settings, store, client=client, executor=executor, services=services, model_lane=lane)
     socket_mode = settings.slack_app_token is not None
     handler = SlackRequestHandler(app, path=EVENTS_PATH)
     slack: WsgiApp | None = None if socket_mode else handler
@@ -273,10 +275,13 @@ def serve(settings: Settings) -> int:
         for poller in pollers:
             if poller is not None:
                 poller.stop(timeout=POLLER_STOP_SECONDS)
-        drain = threading.Thread(target=executor.shutdown, kwargs={"wait": True, "cancel_futures": True},
-                                 daemon=True)
-        drain.start()
-        drain.join(LAZY_DRAIN_SECONDS)
+        drains = [threading.Thread(target=pool.shutdown, kwargs={"wait": True, "cancel_futures": True},
+                                   daemon=True) for pool in (executor, lane)]
+        for drain in drains:
+            drain.start()
+        deadline = time.monotonic() + LAZY_DRAIN_SECONDS
+        for drain in drains:
+            drain.join(max(0.0, deadline - time.monotonic()))
         log.info("event=stopped")
     return 0
 

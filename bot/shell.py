@@ -4,9 +4,9 @@ Type `/mlresearch search captioning` (or just `search captioning`); the reply pr
 shell is a channel of its own, #shell: `/mlresearch subscribe` there, and new items print as they would post,
 through the store's delivery ledger (claim -> print -> mark_sent). Poll cycles (`bot.pipeline`, as `poll` and
 `serve` run them: new items are enriched from the research index too) run in the background every
-POLL_INTERVAL seconds; with POLL_INTERVAL=0 only when you type `poll`. `backfill [URL]` merges the research index
-into the archive, as `mlresearch-bot backfill` does. `exit`, `quit` or end of input ends the shell. No Slack
-credentials are needed.
+POLL_INTERVAL seconds; with POLL_INTERVAL=0 only when you type `poll`. `backfill [URL]` merges the research
+index into the archive, as `mlresearch-bot backfill` does. `exit`, `quit` or end of input ends the shell. No
+Slack credentials are needed.
 
 A line that is not a command (its first word is none of `/mlresearch`'s, and it does not start with
 `/mlresearch`) is a question, answered as a direct message would be: `bot.ask.understand`, then
@@ -14,11 +14,11 @@ A line that is not a command (its first word is none of `/mlresearch`'s, and it 
 is one thread: a follow-up ("and on-device?") builds on the question before it.
 
 The archive is created by the first write (a poll, a subscribe), never by starting the shell or reading: on a
-fresh clone with POLL_INTERVAL=0 the banner says the archive is empty and `poll` fills it. With polling on and an
-empty archive, the first screen waits (up to FIRST_POLL_WAIT seconds) for the first poll: when the feed cannot
-be reached it says so, and how to try the bundled snapshot instead (`OFFLINE_HINT`); until the archive holds
-items, reads and questions get that same note rather than "the archive is empty". On a terminal, log lines and
-background news are written through the console, above the prompt, never onto its line.
+fresh clone with POLL_INTERVAL=0 the banner says the archive is empty and `poll` fills it. With polling on and
+an empty archive, the first screen waits (up to FIRST_POLL_WAIT seconds) for the first poll: when the feed
+cannot be reached it says so, and how to try the bundled snapshot instead (`offline_note`); until the archive
+holds items, reads and questions get that same note rather than "the archive is empty". On a terminal, log
+lines and background news are written through the console, above the prompt, never onto its line.
 """
 
 from __future__ import annotations
@@ -261,7 +261,8 @@ def offline_note(error: str, cwd: Path | None = None) -> str:
     if here.is_file():
         how = f"to try the bot offline on the bundled snapshot, start it with `FEED_URL={SNAPSHOT} make run`"
     else:
-        how = "to try the bot offline, set FEED_URL to a saved copy of the feed (a path works) and start again"
+        how = ("to try the bot offline, set FEED_URL to a saved copy of the feed (a path works) and start "
+               "again")
     return (f"The feed could not be reached, so the archive is still empty ({error}). Type `poll` to try "
             f"again, or {how}.")
 
@@ -437,7 +438,8 @@ def _backfill(archive: Archive, pipeline: Pipeline, url: str, console: Console) 
     except Exception as exc:  # noqa: BLE001 - the shell stays up; one line, no trace
         return f"[backfill] failed: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
     note = f" ({result.note})" if result.note else ""
-    return f"[backfill] {result.found} posts in the index: {result.added} added, {result.enriched} enriched{note}"
+    return (f"[backfill] {result.found} posts in the index: {result.added} added, {result.enriched} "
+            f"enriched{note}")
 
 
 def _log_through(console: Console) -> list[logging.Handler]:

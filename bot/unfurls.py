@@ -1,12 +1,13 @@
-"""Links to machinelearning.apple.com shared in Slack, unfurled from the archive (`link_shared` -> `chat.unfurl`).
+"""Links to machinelearning.apple.com shared in Slack, unfurled from the archive (`link_shared` ->
+`chat.unfurl`).
 
-    links = apple_links(event)              # our site's links in the event: canonical, distinct, at most MAX_LINKS
-    unfurls, missing = unfurls_for(links, store)   # {url as posted: {"blocks": [...]}} for the archived ones
+    links = apple_links(event)                    # our site's links: canonical, distinct, at most MAX_LINKS
+    unfurls, missing = unfurls_for(links, store)  # {url as posted: {"blocks": [...]}} for the archived ones
     client.chat_unfurl(**target(event), unfurls=unfurls)
 
-Only `SITE_HOST` is read: a link to any other host (whatever the event's `domain` says) is left alone, and so
-is one that is not a plain http(s) URL. Links are matched by their canonical form (`feed.canonical_link`: https,
-lower-case host, no trailing slash, fragment or tracking parameters), as the archive stores them
+Only `SITE_HOST` is read: a link to any other host (whatever the event's `domain` says) is left alone, and
+so is one that is not a plain http(s) URL. Links are matched by their canonical form (`feed.canonical_link`:
+https, lower-case host, no trailing slash, fragment or tracking parameters), as the archive stores them
 (`Store.item_by_link`); a link given twice in two spellings is unfurled once. An event lists at most
 MAX_LINKS of our links (Slack's own cap is about as small; an event of 20 is looked up 5 times, not 20).
 
@@ -128,7 +129,7 @@ def abstract_start(text: str, limit: int = ABSTRACT_CHARS) -> str:
     return cut(shown, limit)
 
 
-def target(event: dict[str, Any]) -> dict[str, str] | None:
+def target(event: dict[str, Any]) -> dict[str, Any] | None:
     """Where `chat.unfurl` puts the unfurls: the event's `unfurl_id` and `source` (a message, or a message
     being written), else its channel and message ts; None when it names neither."""
     unfurl_id, source = event.get("unfurl_id"), event.get("source")

@@ -172,7 +172,8 @@ def test_a_line_that_is_not_a_command_is_a_question_answered_as_a_dm_would_be(
     # the very reply a direct message gets (the same understanding and handlers), rendered as text
     today = datetime.now(UTC)
     dm = Question(SHELL_TEAM_ID, SHELL_CHANNEL_ID, SHELL_USER_ID, "what is new?", "1.0", "1.0", "")
-    services = Services(store=store, settings=settings, index=SearchIndex(store, model=meaning_model(settings)))
+    index = SearchIndex(store, model=meaning_model(settings))
+    services = Services(store=store, settings=settings, index=index)
     for question in ("what is new?", "what has apple published on captioning?"):
         _said, blocks = reply_for(understand(question, now=today.date()), dm, services)
         assert render(blocks) in text

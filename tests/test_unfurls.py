@@ -29,7 +29,8 @@ SITE = "https://machinelearning.apple.com/research"
 HOSTILE = Item(
     id=f"{SITE}/hostile", guid="hostile", title="Pings <!channel> & <@U0BOSS> <https://evil.example|click>",
     link=f"{SITE}/hostile",
-    summary=("We study @here mentions and <https://evil.example|links> in abstracts. Our method is robust to all the markup we tried. "
+    summary=("We study @here mentions and <https://evil.example|links> in abstracts. Our method is robust to "
+             "all the markup we tried. "
              "A third sentence that the unfurl leaves out, since two are enough. And a fourth one."),
     published=datetime(2026, 5, 11, tzinfo=UTC), kind="research",
     authors=("Jane Doe", "John Roe", "Ann Other", "Max Fourth"),
@@ -106,8 +107,8 @@ def test_an_archived_link_is_unfurled_with_title_date_authors_abstract_and_butto
     assert "Pings &lt;!channel&gt; &amp; &lt;@U0BOSS&gt; &lt;https://evil.example|click&gt;" in text
     assert f"<{SITE}/hostile|Pings" in text  # the title links to the item
     assert "Paper · 2026-05-11 · J. Doe, J. Roe et al." in text
-    assert "We study @here mentions and &lt;https://evil.example|links&gt; in abstracts. Our method is robust to all the markup we tried." \
-        in text
+    assert ("We study @here mentions and &lt;https://evil.example|links&gt; in abstracts. Our method is "
+            "robust to all the markup we tried.") in text
     assert "third sentence" not in text
     assert "<!channel>" not in text and "<@U0BOSS>" not in text and "<https://evil" not in text
     for block in blocks:
@@ -124,7 +125,8 @@ def test_the_unfurls_save_button_saves_through_the_existing_listener(
 ) -> None:
     app.share_links(PLAIN.link)
     [call] = slack_api.unfurls
-    [save] = [e for b in call["unfurls"][PLAIN.link]["blocks"] if b["type"] == "actions" for e in b["elements"]
+    blocks = call["unfurls"][PLAIN.link]["blocks"]
+    [save] = [e for b in blocks if b["type"] == "actions" for e in b["elements"]
               if e["action_id"] == SAVE_ACTION_ID]
     app.post(block_action_body(SAVE_ACTION_ID, save["value"], channel="C0LINKS"),
              "application/x-www-form-urlencoded")
@@ -132,7 +134,9 @@ def test_the_unfurls_save_button_saves_through_the_existing_listener(
     assert [s.item.id for s in store.saved_items(TEAM, "U0ALICE")] == [PLAIN.id]
 
 
-def test_a_message_link_without_unfurl_id_is_unfurled_by_channel_and_ts(app: App, slack_api: FakeSlack) -> None:
+def test_a_message_link_without_unfurl_id_is_unfurled_by_channel_and_ts(
+    app: App, slack_api: FakeSlack
+) -> None:
     app.share_links(PLAIN.link, unfurl_id=None, source=None)
     [call] = slack_api.unfurls
     assert (call["channel"], call["ts"]) == ("C0LINKS", "1700000000.000200")
@@ -174,8 +178,8 @@ def test_odd_link_shared_events_are_one_log_line_and_no_call(
 ) -> None:
     caplog.set_level(logging.INFO)
     app.share_links(links="not a list")  # type: ignore[arg-type]
-    app.share_links(PLAIN.link, links=[None, 7, {"url": 42}, {"url": PLAIN.link}], unfurl_id=None, source=None,
-                    channel=None)
+    app.share_links(PLAIN.link, links=[None, 7, {"url": 42}, {"url": PLAIN.link}], unfurl_id=None,
+                    source=None, channel=None)
     slack_api.fault("chat.unfurl", error="cannot_unfurl_url")
     app.share_links(PLAIN.link)
     assert slack_api.unfurls == []

@@ -14,7 +14,8 @@ conversations.open (a person's DM: `dm_channel(user)`), views.publish (answered 
 users.conversations (the channels of `slack.members` a person is in),
 users.info (the people in `slack.users`, user id -> profile fields such as `tz`; anyone else is
 `user_not_found`), chat.unfurl (kept in `slack.unfurls`: channel and ts, or unfurl_id and source, are
-required, as is an `unfurls` object), assistant.threads.setStatus / setSuggestedPrompts / setTitle (recorded in
+required, as is an `unfurls` object),
+assistant.threads.setStatus / setSuggestedPrompts / setTitle (recorded in
 `calls`, answered ok). Add more with
 `slack.handlers["views.publish"] = fn` (fn(call) -> the JSON answer); every request, handled or not, is in
 `slack.calls`. Faults are scripted per method and channel: an HTTP status (429 with Retry-After, 500...),
