@@ -351,8 +351,8 @@ def run(
 
         def report(result: PollResult) -> None:
             session.feed_error = result.error
-            if result.error and archive.empty():
-                console.write(offline_note(result.error))
+            if result.error and archive.empty() and not session.first_poll.is_set():
+                console.write(offline_note(result.error))  # once; later failures are one [poll] line each
             elif result.error or result.new or result.baseline:
                 console.write(describe(result, archive.subscribed()))
             session.first_poll.set()
