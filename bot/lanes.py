@@ -49,8 +49,9 @@ class Slot:
         def work() -> Any:
             try:
                 return fn(*args, **kwargs)
-            except Exception:  # noqa: BLE001 - a listener's failure is one log line, as Bolt's lazy ones are
-                log.exception("event=model_work_failed")
+            except Exception as exc:  # noqa: BLE001 - a listener's failure is one log line, as Bolt's are
+                log.error("event=model_work_failed error=%s: %s", type(exc).__name__,
+                          " ".join(str(exc).split())[:200])
                 return None
             finally:
                 self.release()
