@@ -18,12 +18,12 @@ import itertools
 import threading
 from typing import Any
 
+from bot.config import DEFAULT_SLACK_SCOPES
 from tests.fakes.slack_api import Call, FakeSlack
 
 APP_ID = "A0MLRESEARCH"
 INSTALLER = "U0INSTALLER"
-SCOPES = ("commands,chat:write,app_mentions:read,im:history,im:write,assistant:write,channels:history,"
-          "groups:history,channels:read,groups:read,users:read")
+SCOPES = ",".join(DEFAULT_SLACK_SCOPES)  # what the install asked for (the manifest's scopes) is granted
 
 
 class SlackWorkspaces:
