@@ -22,7 +22,7 @@ from bot.blocks import SAVE_ACTION_ID
 from bot.config import Settings
 from bot.conversation import EVENT_TYPE
 from bot.lanes import BUSY, ModelLane
-from bot.listeners import WORKING
+from bot.listeners import SHARE_ACTION_ID, WORKING
 from bot.server import EVENTS_PATH, Router, create_http_server, run_until
 from bot.store import Store
 from tests.fakes.archive import ARCHIVE, fixture_items
@@ -44,8 +44,14 @@ MODEL_SECONDS = 2.0
 
 
 class Bot:
-    def __init__(self, url: str) -> None:
-        self.url = url
+    def __init__(self, url: str, lane: ModelLane) -> None:
+        self.url, self.lane = url, lane
+
+    def lane_idle(self, timeout: float = 10.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while self.lane.in_flight and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return not self.lane.in_flight
 
     def post(self, body: bytes, content_type: str) -> dict[str, Any]:
         status, answer = http("POST", self.url, body, signed_headers(body, content_type))
@@ -78,7 +84,7 @@ def bot(store: Store, slack_api: FakeSlack, model: FakeOpenAI) -> Iterator[Bot]:
     thread = threading.Thread(target=run_until, args=(server, stopping), daemon=True)
     thread.start()
     try:
-        yield Bot(f"http://127.0.0.1:{server.effective_port}{EVENTS_PATH}")
+        yield Bot(f"http://127.0.0.1:{server.effective_port}{EVENTS_PATH}", lane)
     finally:
         stopping.set()
         server.pull_trigger()
@@ -130,6 +136,24 @@ def test_a_question_over_the_cap_gets_the_busy_line_in_its_thread(
         [reply] = slack_api.posts("D0ALICE")
         assert reply["text"] == BUSY and reply["thread_ts"] == asked["ts"]
         assert reply["metadata"]["event_type"] == EVENT_TYPE
+
+
+def test_sharing_a_summary_writes_it_again_on_the_lane_and_over_the_cap_says_busy(
+    bot: Bot, model: FakeOpenAI
+) -> None:
+    with Recorder() as hooks:
+        for n in range(lanes.PER_USER):
+            assert bot.command("summarize diffusion", "U0ALICE", hooks.url(f"/alice/{n}")) == WORKING
+        click = block_action_body(SHARE_ACTION_ID, "summarize diffusion", response_url=hooks.url("/share"))
+        bot.post(click, "application/x-www-form-urlencoded")
+        assert hooks.wait_for(lambda r: bool(r.to("/share")), timeout=5)
+        [said] = hooks.to("/share")
+        assert said.json["text"] == BUSY and said.json["response_type"] == "ephemeral"
+        assert bot.lane_idle(MODEL_SECONDS * 4)
+        bot.post(click, "application/x-www-form-urlencoded")  # her place is free again: shared
+        assert hooks.wait_for(lambda r: len(r.to("/share")) >= 2, timeout=MODEL_SECONDS * 4)
+        assert hooks.to("/share")[1].json["response_type"] == "in_channel"
+        assert "Diffusion models are composed" in json.dumps(hooks.to("/share")[1].json)
 
 
 # --- the lane itself -------------------------------------------------------------------------------------
