@@ -1,4 +1,4 @@
-"""The named boundaries where imports stay lazy, for start-up time (the README's module map lists them):
+"""The named boundaries where imports stay lazy, for start-up time (docs/architecture.md's module map lists them):
 everything else is imported at the top of its module."""
 
 from __future__ import annotations
