@@ -1,7 +1,7 @@
-"""The README and docs/ hold together: every link from README.md into docs/ (and between the pages) leads to a
-file and, with a #fragment, to a heading there; every page of docs/ is linked from the README; the README names
-every command of the command line and every variable the configuration reads; the module map in
-docs/architecture.md names every module of bot/."""
+"""The README and docs/ hold together: every link from README.md into docs/ (and between the pages) leads
+to a file and, with a #fragment, to a heading there; every page of docs/ is linked from the README; the
+README names every command of the command line and every variable the configuration reads; the module map
+in docs/architecture.md names every module of bot/."""
 
 from __future__ import annotations
 
