@@ -35,6 +35,7 @@ from typing import Any
 
 from bot.blocks import escape
 from bot.search.query import MAX_QUERY_CHARS, MAX_TERMS
+from bot.search.words import FILLER, GREETINGS
 
 ACTIONS = ("search", "summarize", "latest", "help")
 # /mlresearch subcommands that change or report settings: asked in a thread, they get a pointer to the command
@@ -72,21 +73,8 @@ _FILTER_TOKEN = re.compile(r"(?:since|until|type|authors?):(?:\"[^\"]*\"?|“[^�
 _QUOTED = re.compile(r"\"[^\"]*\"|“[^”]*”")
 _WORD = re.compile(r"\w", re.UNICODE)
 _STRIP = "?!.,;:()[]{}'\"“”‘’*_~`"
-# Question words, filler and words every item shares: dropped from the topic.
+# Question words, filler and words every item shares are dropped from the topic (bot.search.words.FILLER).
 FOLLOWUP_WORDS = frozenset({"also", "only", "just", "but", "now", "then", "same", "ok", "okay", "plus"})
-_FILLER_WORDS = """
-a about abt all am an and any anybody anyone anything appear appeared apple apples are around
-articles as ask asking at be been being blog blogs by came can come comes coming concerning could curious
-did do does doing done find for from get give got had has have hello help hey hi how i i'd i'm id im in
-interested into is it it's its know lately like list look looking lookup may me mention mentions
-might more most my need needs new news not of on or out paper papers please post posts publication
-publications publish published publishes publishing re recent recently regarding related released
-research said say says search searching see shall should show showed some something stuff tell than
-thank thanks that the their them there these they thing things this those to topic topics up us via want
-wanted was we were what what's whats when where which who whom whose why will with wonder wondering work
-works would you your
-"""
-FILLER = FOLLOWUP_WORDS | frozenset(_FILLER_WORDS.split())
 
 
 @dataclass(frozen=True)
@@ -284,7 +272,7 @@ def topic_words(text: str) -> list[str]:
         word = raw.strip(_STRIP).lower().replace("’", "'")
         if word.endswith("'s"):
             word = word[:-2]
-        if not word or word in FILLER or not _WORD.search(word):
+        if not word or word in FILLER or word in GREETINGS or not _WORD.search(word):
             continue
         if "-" in word.strip("-"):
             word = f'"{word.strip("-")}"'

@@ -339,6 +339,7 @@ def _hits_json(hits: Sequence[Any]) -> str:
                 "link": h.item.link,
                 "published": h.item.published.strftime("%Y-%m-%d"),
                 "score": h.score,
+                **({"by_meaning": h.by_meaning} if hasattr(h, "by_meaning") else {}),
             }
             for h in hits
         ],
@@ -362,14 +363,25 @@ def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
     if found.note:
         _err(found.note)
     if not hits:
-        hint = "try fewer or broader words, or check the spelling"
+        from bot.search.glossary import suggest
+        from bot.search.query import parse_query
+
+        absent = f"no item holds {', '.join(repr(w) for w in found.missing[:3])}; " if found.missing else ""
+        topics = suggest(parse_query(query).content)
+        related = f" (e.g. {', '.join(repr(t) for t in topics)})" if topics else ""
+        hint = f"{absent}try fewer or broader words or a related topic{related}, or check the spelling"
         _out(_nothing_found(store, f"no results for {query!r}: {hint}"))
     from bot.blocks import format_authors  # slack_sdk's Block Kit comes with it: not paid under --json
 
     if hits and found.searched_for:
         _out(f"searched for {found.searched_for!r}")
+    if hits:
+        total = max(found.total, len(hits))
+        best = f", the best {len(hits)}:" if total > len(hits) else ":"
+        _out(f"{total} result{'s' if total != 1 else ''}{best}")
     for rank, hit in enumerate(hits, 1):
-        _out(f"{rank:>2}. {hit.item.title}\n    {hit.item.published:%Y-%m-%d}  {hit.item.link}")
+        mark = "  (related by meaning)" if hit.by_meaning else ""
+        _out(f"{rank:>2}. {hit.item.title}{mark}\n    {hit.item.published:%Y-%m-%d}  {hit.item.link}")
         if hit.item.authors:
             _out(f"    {format_authors(hit.item.authors)}")
     return EXIT_OK
