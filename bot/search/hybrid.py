@@ -7,7 +7,7 @@
 Who earns a place:
 - an item that matches the words (bot.search.keywords: every quoted phrase, and all or a clear majority of
   the loose words, each by its stems, its correction or a glossary form), however far its meaning; and
-- an item close in meaning alone: its cosine similarity to the query stands out from the archive's (at least
+- unless the query quotes a phrase, an item close in meaning alone: its cosine similarity to the query stands out from the archive's (at least
   MEANING_Z standard deviations above the mean similarity of the items the filters allow) and is at least
   MEANING_FLOOR. Such a hit is marked `by_meaning`.
 Nothing else, so a reply may hold one result, or none.
@@ -89,8 +89,8 @@ def rank(model: Embedder, snapshot: Snapshot, vectors: Vectors, query: Query,
     top = max(sims[nearest].tolist(), default=0.0)
     least = MEANING_Z + (WORDS_MATCHED_Z if keyword_hits else 0.0)
     near = NEAR_TOP if keyword_hits else NEAR_TOP_ALONE
-    if not words.known:  # no word of the query is in the archive: nothing to be close in meaning to
-        nearest = nearest[:0]
+    if not words.known or query.phrases:  # no word is in the archive: nothing to be close in meaning to;
+        nearest = nearest[:0]  # a quoted phrase: only the items holding it
     for n, similarity in zip(nearest.tolist(), sims[nearest].tolist(), strict=True):
         item_id = vectors.ids[n]
         if item_id in scores or similarity < max(MEANING_FLOOR, near * top) \
