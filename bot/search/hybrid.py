@@ -1,23 +1,25 @@
-"""Hybrid ranking: the keyword score (BM25, from bot.search.engine) blended with the similarity of meaning
-(bot.search.vectors), for SearchIndex.search when search by meaning is on. Imported with the embedding model
-(numpy's boundary), never at start-up.
+"""Hybrid ranking: who earns a place among the results, and in what order, when search by meaning is on.
+Imported with the embedding model (numpy's boundary), never at start-up.
 
-    rank(model, snapshot, vectors, query, words, keyword, limit, store) -> Ranked(hits, total)
+    rank(model, snapshot, vectors, query, expansions, words, keyword, limit, store) -> Ranked(hits, total)
 
 Who earns a place:
-- an item that matches the words (bot.search.keywords: every quoted phrase, and all or a clear majority of
-  the loose words, each by its stems, its correction or a glossary form), however far its meaning; and
-- unless the query quotes a phrase, an item close in meaning alone: its cosine similarity to the query stands out from the archive's (at least
-  MEANING_Z standard deviations above the mean similarity of the items the filters allow) and is at least
-  MEANING_FLOOR. Such a hit is marked `by_meaning`.
-Nothing else, so a reply may hold one result, or none.
+- an item that matches the words (bot.search.keywords: every quoted phrase, and both of two loose words or
+  two thirds of more, each word by its stems, its correction or a glossary form), however far its meaning;
+- unless the query quotes a phrase, or none of its words is in the archive, an item close in meaning alone
+  (marked `by_meaning`): its cosine similarity to the query stands MEANING_Z standard deviations above the
+  mean over the items the filters allow (WORDS_MATCHED_Z more when some items match the words), is at least
+  MEANING_FLOOR, and at least NEAR_TOP (NEAR_TOP_ALONE when no item matches the words) of the nearest item's.
+Nothing else: a reply may hold one result, or none, and `total` says how many earned a place.
 
-The order: KEYWORD_WEIGHT x the keyword score as a share of the best keyword hit's, plus the rest x how far
-the item's similarity stands out (its z-score, scaled by Z_FULL and clipped to [0, 1]): a measure of this
-query against this archive, not against the nearest item, so a rare word's one item keeps its lead over a
-neighbour in meaning. Items that match the words rank above those close in meaning alone. Tuned on
-tests/data/judged_queries.json; tests/data/heldout_queries.json measures it (benchmarks/bench_quality.py).
-Equal scores are ordered newest first, then by id, as keyword search orders them.
+The order: items that match the words first (TIER), each by KEYWORD_WEIGHT x its keyword score (BM25) as a
+share of the best keyword hit's, plus the rest x how far its similarity stands out (z-score / Z_FULL,
+clipped to [0, 1]): a measure of this query against this archive, not against the nearest item, so a rare
+word's one item keeps its lead. Then items close in meaning alone, by the same measure. Equal scores are
+ordered newest first, then by id, as keyword search orders them.
+
+The constants were tuned on tests/data/judged_queries.json only; tests/data/heldout_queries.json measures
+what users get (benchmarks/bench_quality.py prints both).
 """
 
 from __future__ import annotations
