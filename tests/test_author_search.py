@@ -148,7 +148,9 @@ def test_author_names_with_accents_and_punctuation(database_url: str) -> None:
     ('author:"-Doe"', ["Diffusion for speech", "Sparse diffusion", "Unrelated"]),  # no exclusion: the name
     ('author:"(Doe)"', ["Diffusion for speech", "Sparse diffusion", "Unrelated"]),
 ])
-def test_tantivy_query_syntax_in_author_names_is_only_words(store: Store, text: str, expected: list[str]) -> None:
+def test_tantivy_query_syntax_in_author_names_is_only_words(
+    store: Store, text: str, expected: list[str]
+) -> None:
     """An author name is matched as its words, in order: the operators, fields, wildcards, fuzziness, boosts
     and ranges of tantivy's query parser mean nothing in it (nor raise)."""
     assert sorted(titles(search(store, text))) == expected
