@@ -248,7 +248,7 @@ def cmd_poll(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _poll(settings: Settings, args: argparse.Namespace) -> int:
-    from bot.pipeline import Pipeline
+    from bot.pipeline import Pipeline, would_burst
     from bot.store import open_store as store_at
 
     # A dry run reads the store as it is (not created, not migrated); a poll migrates it first.
@@ -256,6 +256,7 @@ def _poll(settings: Settings, args: argparse.Namespace) -> int:
     with Pipeline.from_settings(settings, store) as pipeline:
         if args.dry_run:
             new, baseline, fetched = pipeline.preview()
+            bursts = [] if baseline else would_burst(store, new, settings.burst_threshold)
             if args.json:
                 _out(
                     json.dumps(
@@ -268,6 +269,8 @@ def _poll(settings: Settings, args: argparse.Namespace) -> int:
                             "dry_run": True,
                             "baseline": baseline,
                             "items": [_item_json(i) for i in new],
+                            "bursts": [{"team_id": sub.team_id, "channel_id": sub.channel_id, "items": count}
+                                       for sub, count in bursts],
                         }
                     )
                 )
@@ -277,6 +280,9 @@ def _poll(settings: Settings, args: argparse.Namespace) -> int:
                 _out(f"{len(new)} new item(s) would be posted:" if new else "nothing new")
                 for item in new:
                     _out(f"  {item.published:%Y-%m-%d}  {item.title}\n              {item.link}")
+                for sub, count in bursts:
+                    _out(f"{sub.team_id}/{sub.channel_id} would get a burst: one message, its {count} items "
+                         f"in its thread (more than BURST_THRESHOLD={settings.burst_threshold})")
             return EXIT_OK
         result = pipeline.poll_once()
     if args.json:
