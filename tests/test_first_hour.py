@@ -109,6 +109,11 @@ def test_a_sqlite_url_whose_folder_is_missing_is_refused_and_no_folder_is_made(t
         line = one_line_error(proc, 2)
         assert "DATABASE_URL" in line and "nope/dir" in line and "does not exist" in line
     assert not (tmp_path / "nope").exists()
+    (tmp_path / "file.db").write_bytes(b"")
+    into_a_file = bot(tmp_path, "poll", DATABASE_URL="sqlite:///file.db/x.db")
+    assert "is a file, not a folder" in one_line_error(into_a_file, 2)
+    (tmp_path / "folder.db").mkdir()
+    assert "is a folder" in one_line_error(bot(tmp_path, "migrate", DATABASE_URL="sqlite:///folder.db"), 2)
 
 
 def test_the_store_itself_makes_no_missing_folder(tmp_path: Path) -> None:

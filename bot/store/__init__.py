@@ -48,7 +48,11 @@ def open_store(database_url: str) -> Store:
     from bot.config import sqlite_path
 
     path = sqlite_path(database_url)
-    if not path.absolute().parent.is_dir():  # never made here: a typo would put the archive on another disk
-        raise ConfigError("DATABASE_URL", f"the folder {path.parent} does not exist: create it, or correct "
-                                          f"the path in {database_url!r}")
+    folder = path.absolute().parent
+    if not folder.is_dir():  # never made here: a typo would put the archive on another disk
+        what = "is a file, not a folder" if folder.exists() else \
+            "does not exist: create it, or correct the path"
+        raise ConfigError("DATABASE_URL", f"the folder {path.parent} {what} (in {database_url!r})")
+    if path.is_dir():
+        raise ConfigError("DATABASE_URL", f"{path} is a folder, not a database file (in {database_url!r})")
     return SQLiteStore(path)
