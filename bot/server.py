@@ -50,6 +50,7 @@ from bot import memory
 from bot.app import LAZY_WORKERS, build_app, make_services, web_client
 from bot.config import Settings
 from bot.errors import ServeError, StoreError
+from bot.slackweb import error_code
 from bot.store import Store, iso, open_store
 
 if TYPE_CHECKING:
@@ -298,12 +299,11 @@ def check_token(client: WebClient, timeout: float = TOKEN_CHECK_TIMEOUT) -> None
     try:
         answer = probe.auth_test()
     except SlackApiError as exc:
-        error = str(exc.response.get("error") or "") if exc.response is not None else ""
+        error, status = error_code(exc)  # Slack's error string, or http_<status>: one token, fit for a log
         if error in BAD_TOKEN_ERRORS:
             raise ServeError(f"Slack refused SLACK_BOT_TOKEN ({error}): copy the Bot User OAuth Token "
                              "(xoxb-…) from the app's OAuth & Permissions page") from None
-        status = getattr(exc.response, "status_code", 0)
-        log.warning("event=token_unchecked reason=slack_error error=%s status=%s", error[:40] or "-", status)
+        log.warning("event=token_unchecked reason=slack_error error=%s status=%d", error[:40], status)
         return
     except Exception as exc:  # noqa: BLE001 - Slack unreachable (DNS, refused, timeout): serve anyway
         log.warning("event=token_unchecked reason=unreachable error=%s", type(exc).__name__)

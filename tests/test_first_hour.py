@@ -209,3 +209,13 @@ def test_serve_in_oauth_mode_asks_nothing_at_start(tmp_path: Path, slack_api: Fa
     with ServeProcess(env, tmp_path):
         pass
     assert slack_api.calls_to("auth.test") == []
+
+
+def test_serve_starts_with_a_warning_when_slack_answers_500(tmp_path: Path, slack_api: FakeSlack) -> None:
+    slack_api.fault("auth.test", status=500, times=None)
+    env = {k: v for k, v in _serve_env(tmp_path, slack_api.url).items() if k != "PORT"}
+    with ServeProcess(env, tmp_path) as process:
+        pass
+    out = process.output()
+    assert "event=token_unchecked reason=slack_error" in out and "status=500" in out
+    assert "Traceback" not in out
