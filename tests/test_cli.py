@@ -71,6 +71,7 @@ def test_an_unchanged_file_feed_polls_as_not_modified(cwd):
 
 
 def test_a_file_url_and_a_sqlite_url_work(cwd):
+    (cwd / "sub").mkdir()  # the folder must exist (a missing one is refused: test_first_hour)
     proc = run(
         cwd, "poll", "--json", FEED_URL=ARCHIVE_PATH.as_uri(), DATABASE_URL=f"sqlite:///{cwd}/sub/db.sqlite"
     )

@@ -116,9 +116,26 @@ class SearchIndex:
             self._lock.release()
         if self.meaning:
             try:
-                self.vectors(self.current())
+                vectors = self.vectors(self.current())
             except BotError as exc:
                 log.warning("event=vectors_unavailable reason=%r", str(exc))
+                return
+            self._drop_other_models(vectors)
+
+    def _drop_other_models(self, vectors: Vectors | None) -> None:
+        """At serve's start, once every item has its vector for the model in use: the vectors of other models
+        (an earlier EMBEDDINGS_MODEL, the bundled model before an endpoint was set) are dead weight, deleted.
+        Only here: a one-shot command (`search`, `related`, the shell) run with other settings against the
+        same database never deletes what the server uses; `reindex` drops them too."""
+        if vectors is None:
+            return
+        try:
+            dropped = self.store.drop_item_vectors(vectors.model)
+        except BotError as exc:
+            log.warning("event=old_vectors_kept reason=%r", str(exc))
+            return
+        if dropped:
+            log.info("event=old_vectors_dropped kept_model=%s count=%d", vectors.model, dropped)
 
     def current(self, store: Store | None = None) -> Snapshot:
         """The index as fresh as the archive: rebuilt when the store's change marker moved. `store` (a view of

@@ -285,8 +285,8 @@ class SQLiteStore(Store):
                     uri, uri=True, timeout=30, isolation_level=None, check_same_thread=False
                 )
             else:
-                if self.path.parent and not self.path.parent.exists():
-                    self.path.parent.mkdir(parents=True, exist_ok=True)
+                if not self.path.absolute().parent.is_dir():  # never made here (see bot.store.open_store)
+                    raise StoreError(f"cannot open database {self.path}: its folder does not exist")
                 _create_private(self.path)
                 conn = sqlite3.connect(
                     str(self.path), timeout=30, isolation_level=None, check_same_thread=False
@@ -383,7 +383,6 @@ class SQLiteStore(Store):
 
     @contextmanager
     def _flock(self, path: Path, timeout: float) -> Iterator[None]:
-        path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             deadline = time.monotonic() + timeout
