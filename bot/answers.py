@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
@@ -110,8 +111,8 @@ def stream_written(
         for sentence in written_sentences(services.summarizer, asked, items):
             sentences.append(sentence)
             if streaming:
-                streaming = _send(lambda s=sentence: stream.append(markdown_text=s.markdown() + " "),
-                                  "append", q)
+                streaming = _send(partial(stream.append, markdown_text=sentence.markdown() + " "), "append",
+                                  q)
     except SummaryError as exc:
         failed = True
         log.warning("event=written_answer_failed reason=%r team=%s channel=%s ts=%s", str(exc)[:200],

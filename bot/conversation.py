@@ -185,8 +185,8 @@ def answer(
         return "failed"
     store.settle_question(q.team_id, q.channel_id, q.ts, state="answered", understood=understood.as_json(),
                           reply_ts=reply_ts, shown=json.dumps(answers.shown_json(items)))
-    log.info("event=question_answered action=%s followup=%s how=%s %s", understood.action, understood.followup,
-             how, where)
+    log.info("event=question_answered action=%s followup=%s how=%s %s", understood.action,
+             understood.followup, how, where)
     return "answered"
 
 
@@ -218,7 +218,8 @@ def in_context(understood: Understood, q: Question, store: Store) -> Understood:
                                         "archive; open the channel beside this conversation and ask again")
     sub = store.get_subscription(q.team_id, channel)
     if sub is None or not sub.keywords:
-        return replace(understood, note=f"<#{channel}> has no subscription keywords, so this is the whole archive")
+        return replace(understood,
+                       note=f"<#{channel}> has no subscription keywords, so this is the whole archive")
     words: list[str] = []
     for keyword in sub.keywords:
         if keyword.startswith(TOPIC_PREFIX):

@@ -376,6 +376,7 @@ class _Listeners:
             log.info("event=feedback_refused reason=malformed team=%s", team_id[:20])
             return
         store = self.services.store.thread_view()
+        outcome: str
         try:
             outcome = store.record_feedback(team_id, channel_id, message_ts, user_id, vote)
         except StoreError as exc:
@@ -389,7 +390,7 @@ class _Listeners:
                 }.get(outcome, "Thanks for the feedback! It helps the people who run me improve my answers.")
         try:
             client.chat_postEphemeral(channel=channel_id, user=user_id, text=text,
-                                      **({"thread_ts": thread_ts} if thread_ts else {}))
+                                      thread_ts=thread_ts or None)
         except SlackApiError as exc:
             log.warning("event=feedback_reply_failed team=%s error=%s", team_id,
                         _one_line(exc.response.get("error")))

@@ -109,7 +109,8 @@ def test_the_manifest_declares_the_agent_messaging_experience_in_a_shape_slack_a
 # --- the Messages tab ------------------------------------------------------------------------------------
 
 
-def test_opening_the_messages_tab_greets_once_and_sets_prompts_without_a_thread(bot: Bot, store: Store) -> None:
+def test_opening_the_messages_tab_greets_once_and_sets_prompts_without_a_thread(bot: Bot,
+                                                                              store: Store) -> None:
     opened = {"type": "app_home_opened", "user": "U0ALICE", "channel": "D0ALICE", "tab": "messages",
               "event_ts": "1700000000.1"}
     for _ in range(3):
@@ -265,7 +266,7 @@ def test_a_vote_is_acked_at_once_stored_once_and_thanked_ephemerally(bot: Bot, s
     status, took = click(bot, feedback_click("D0ALICE", reply["ts"], "down", thread_ts=asked["ts"]))
     assert status == 200 and took < 3.0
     bot.drain()
-    click(bot, feedback_click("D0ALICE", reply["ts"], "up", thread_ts=asked["ts"]))  # changed: the last counts
+    click(bot, feedback_click("D0ALICE", reply["ts"], "up", thread_ts=asked["ts"]))  # the last vote counts
     bot.drain()
     (vote,) = store.feedback_since()
     assert vote.vote == "up" and vote.user_id == "U0ALICE" and vote.message_ts == reply["ts"]

@@ -70,7 +70,8 @@ class ConversationsMixin(StoreBase):
         items it showed (JSON, for the feedback on it: bot.store.agent)."""
         with self._write() as db:
             db.execute(
-                "UPDATE answered_events SET state = ?, understood = ?, reply_ts = ?, shown = ?, updated_at = ? "
+                "UPDATE answered_events SET state = ?, understood = ?, reply_ts = ?, shown = ?, "
+                "updated_at = ? "
                 "WHERE team_id = ? AND channel_id = ? AND message_ts = ?",
                 [state, understood, reply_ts, shown, iso(utcnow()), team_id, channel_id, message_ts],
             )

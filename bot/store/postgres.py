@@ -31,8 +31,8 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
 from bot.errors import LockTimeout, StoreError
-from bot.store.base import one_line
 from bot.store.agent import AGENT_SCHEMA
+from bot.store.base import one_line
 from bot.store.conn import Conn
 from bot.store.conversations import ANSWERED_EVENTS
 from bot.store.digests import DIGEST_SCHEMA

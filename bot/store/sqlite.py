@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Self
 from urllib.parse import quote
 
 from bot.errors import LockTimeout, StoreError
-from bot.store.base import MIGRATIONS
 from bot.store.agent import AGENT_SCHEMA
+from bot.store.base import MIGRATIONS
 from bot.store.conn import Conn
 from bot.store.conversations import ANSWERED_EVENTS
 from bot.store.digests import DIGEST_SCHEMA
@@ -261,7 +261,8 @@ def migration_set() -> Migrations:
     migrations = Migrations(MIGRATION_SET)
     steps = (m001_items, m002_delivery, m003_authors_fts, m004_fts_prefix_index, m005_installations,
              m006_search_generation, m007_one_search_engine, m008_feed_baseline, m009_item_changes,
-             m010_bursts, m011_digests, m012_follows_saved, m013_answered_events, m014_item_vectors, m017_agent)
+             m010_bursts, m011_digests, m012_follows_saved, m013_answered_events, m014_item_vectors,
+             m017_agent)
     for step in steps:
         migrations()(step)
     return migrations

@@ -100,7 +100,7 @@ class FakeOpenAI:
         self._thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
 
     def _stream(self, handler: BaseHTTPRequestHandler) -> None:
-        """Answer with an event stream (see the module docstring); HTTP/1.0, so its end is the connection's."""
+        """Answer with an event stream (see the module docstring); HTTP/1.0: its end is the connection's."""
         def event(data: str) -> None:
             handler.wfile.write(f"data: {data}\n\n".encode())
             handler.wfile.flush()

@@ -18,7 +18,8 @@ users.info (the people in `slack.users`, user id -> profile fields such as `tz`;
 with each chunk's markdown text in `streamed`, and stopStream adds its blocks and metadata; `stream_chunks`
 lists what each call carried), chat.update (a bot message's text, blocks, metadata), chat.postEphemeral
 (kept in `ephemerals`), conversations.info (the channels in `slack.channels`, id -> fields; anyone else is
-`channel_not_found`). `feedback_click(...)` builds the block_actions payload of a feedback button. Add more with
+`channel_not_found`). `feedback_click(...)` builds the block_actions payload of a feedback button. Add
+more with
 `slack.handlers["views.publish"] = fn` (fn(call) -> the JSON answer); every request, handled or not, is in
 `slack.calls`. Faults are scripted per method and channel: an HTTP status (429 with Retry-After, 500...),
 an `{"ok": false, "error": ...}` answer, a delay, or a dropped connection. `latency` delays every answer after
@@ -315,7 +316,7 @@ class FakeSlack(Loopback):
         with self._cond:
             message = self._streaming(call)
             if message is None or message["stopped"]:
-                return {"ok": False, "error": "message_not_in_streaming_state" if message else "message_not_found"}
+                return {"ok": False, "error": _not_streaming(message)}
             _add_chunks(message, call.params)
             return {"ok": True, "channel": message["channel"], "ts": message["ts"]}
 
@@ -323,10 +324,10 @@ class FakeSlack(Loopback):
         with self._cond:
             message = self._streaming(call)
             if message is None or message["stopped"]:
-                return {"ok": False, "error": "message_not_in_streaming_state" if message else "message_not_found"}
+                return {"ok": False, "error": _not_streaming(message)}
             _add_chunks(message, call.params)
-            message.update(stopped=True, blocks=call.params.get("blocks"), metadata=call.params.get("metadata"),
-                           text=message["markdown"])
+            message.update(stopped=True, blocks=call.params.get("blocks"),
+                           metadata=call.params.get("metadata"), text=message["markdown"])
             return {"ok": True, "channel": message["channel"], "ts": message["ts"],
                     "message": {k: message[k] for k in ("type", "ts", "text", "user", "bot_id")}}
 
@@ -420,9 +421,14 @@ def _add_chunks(message: dict[str, Any], params: dict[str, Any]) -> None:
     """A stream call's markdown (`markdown_text`, or `chunks` of type markdown_text) added to its message."""
     texts = [str(params["markdown_text"])] if params.get("markdown_text") else []
     chunks = params.get("chunks") or []
-    texts += [str(c.get("text") or "") for c in chunks if isinstance(c, dict) and c.get("type") == "markdown_text"]
+    texts += [str(c.get("text") or "") for c in chunks
+              if isinstance(c, dict) and c.get("type") == "markdown_text"]
     message["stream_chunks"].append(texts)
     message["markdown"] += "".join(texts)
+
+
+def _not_streaming(message: dict[str, Any] | None) -> str:
+    return "message_not_in_streaming_state" if message else "message_not_found"
 
 
 def feedback_click(channel: str, message_ts: str, vote: str, *, user: str = "U0ALICE", team: str = TEAM_ID,
