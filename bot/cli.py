@@ -490,6 +490,7 @@ def cmd_feedback(settings: Settings, args: argparse.Namespace) -> int:
         understood = Understood.from_json(vote.understood)
         rows.append({"time": vote.voted_at.isoformat(), "vote": vote.vote,
                      "question": understood.command() if understood else None,
+                     "query": understood.query if understood else None,
                      "understood": understood.describe() if understood else None,
                      "team_id": vote.team_id, "channel_id": vote.channel_id, "answer_ts": vote.message_ts,
                      "items": [{"id": i.get("id"), "title": i.get("title"), "link": i.get("link")}
