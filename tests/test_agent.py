@@ -163,6 +163,16 @@ def test_whats_new_here_uses_the_subscription_of_the_channel_in_view(bot: Bot, s
     assert links[1].startswith("diffusion|")  # the channel's topic first (what else: the search's call)
 
 
+def test_whats_new_here_in_a_mention_uses_that_channels_subscription(bot: Bot, store: Store) -> None:
+    store.subscribe(TEAM, "C0SPEECH", "U0BOB", ["speech recognition", "about:on-device privacy"])
+    bot.mention("what's new here?", channel="C0SPEECH")
+    bot.drain()
+    (reply,) = bot.answers("C0SPEECH")
+    assert "(the keywords and topics <#C0SPEECH> subscribes to)" in dumped(reply)
+    said = reply["blocks"][0]["elements"][0]["text"]
+    assert said.startswith('Searched for “"speech recognition" on-device privacy”')
+
+
 def test_a_context_naming_a_channel_the_bot_cannot_see_is_one_log_line_and_a_sensible_reply(
     bot: Bot, store: Store, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -233,6 +243,22 @@ def test_a_stream_slack_refuses_falls_back_to_posting_the_finished_answer_once(
     body = dumped(reply)
     assert "on-device, privately and fast [2]." in body and "teleportation" not in body
     assert reply["blocks"][-1]["type"] == "context_actions"
+
+
+def test_a_stream_that_breaks_after_it_started_is_finished_in_its_own_message(
+    store: Store, slack_api: FakeSlack, model: FakeOpenAI
+) -> None:
+    slack_api.fault("chat.appendStream", error="streaming_state_conflict", times=None)
+    with running(store, slack_api, summary_api_url=model.url) as bot:
+        asked = dm(bot, "speech recognition")
+        bot.drain()
+    (message,) = slack_api.streamed("D0ALICE")
+    assert message["thread_ts"] == asked["ts"] and message.get("updated")
+    assert len(slack_api.calls_to("chat.appendStream")) == 1  # refused once: no more tries
+    body = dumped(message)
+    assert "on-device, privately and fast [2]." in body and message["blocks"][-1]["type"] == "context_actions"
+    assert slack_api.calls_to("chat.postMessage") == [] and slack_api.calls_to("chat.stopStream") == []
+    assert message["metadata"]["event_payload"] == {"message_ts": asked["ts"]}
 
 
 @pytest.mark.parametrize("broken", ["cut", "malformed"])
