@@ -15,7 +15,11 @@ before it as understood then (kept in the store with the claim: no history scope
 is the understood query, not a re-reading of old text).
 
 The reply is what `/mlresearch` would answer (`commands.converse`: the same handlers), headed by what was
-searched for so a person can correct it, posted with `parse: none`, no unfurls, every text escaped and cut.
+searched for so a person can correct it, posted with `parse: none`, no unfurls, every text escaped and cut,
+and ending with feedback buttons. With a model endpoint (`SUMMARY_API_*`), a search or summary that finds
+items is answered instead by a paragraph the model writes from them, streamed as it is written
+(`bot.answers`). "What's new here?" takes its topic from the channel asked in or looked at (`in_context`).
+The items an answer showed are kept with its claim, for the votes on it (`bot.store.agent`).
 """
 
 from __future__ import annotations
@@ -55,7 +59,7 @@ PROMPTS = (
     ("What's new?", "What's new in Apple's machine learning research?"),
     ("Speech this year", "What has Apple published on speech recognition this year?"),
     ("Summarize a topic", "Summarize Apple's research on diffusion models"),
-    ("Privacy", "Any papers on differential privacy since last year?"),
+    ("What's new here?", "What's new here?"),  # the channel in view (the Messages tab's context)
 )
 GREETING = (
     "Hi! I follow Apple's machine learning research. Ask me in plain words (“what's new in speech "

@@ -60,6 +60,17 @@ def bot(store: Store, slack_api: FakeSlack) -> Iterator[Bot]:
         yield b
 
 
+def channels_seen(slack: FakeSlack, *seen: str) -> None:
+    """conversations.info answers for the channels in `seen`; any other is channel_not_found (not in it)."""
+    def info(call: Any) -> dict[str, Any]:
+        channel = str(call.params.get("channel") or "")
+        if channel not in seen:
+            return {"ok": False, "error": "channel_not_found"}
+        return {"ok": True, "channel": {"id": channel, "is_member": True}}
+
+    slack.handlers["conversations.info"] = info
+
+
 def dm(bot: Bot, text: str, channel: str = "D0ALICE", thread_ts: str | None = None) -> dict[str, Any]:
     ts = bot.next_ts()
     event = {"type": "message", "channel_type": "im", "channel": channel, "user": "U0ALICE", "text": text,
@@ -121,6 +132,8 @@ def test_opening_the_messages_tab_greets_once_and_sets_prompts_without_a_thread(
     prompts = bot.slack.calls_to("assistant.threads.setSuggestedPrompts")
     assert len(prompts) == 3 and all("thread_ts" not in p.params for p in prompts)
     assert prompts[0].params["channel_id"] == "D0ALICE" and len(prompts[0].params["prompts"]) == 4
+    manifest = json.loads((ROOT / "manifest.json").read_text())
+    assert prompts[0].params["prompts"] == manifest["features"]["agent_view"]["suggested_prompts"]
     assert store.greet_once(TEAM, "U0ALICE") is False and store.greet_once(TEAM, "U0BOB") is True
     assert bot.slack.calls_to("views.publish") == []  # the Home tab is not published for the Messages tab
 
@@ -151,7 +164,7 @@ def context_event(channel: str) -> dict[str, Any]:
 
 def test_whats_new_here_uses_the_subscription_of_the_channel_in_view(bot: Bot, store: Store) -> None:
     store.subscribe(TEAM, "C0ML", "U0BOB", ["diffusion"])
-    bot.slack.channels["C0ML"] = {"name": "ml", "is_member": True}
+    channels_seen(bot.slack, "C0ML")
     assert bot.send(context_event("C0ML")) == 200
     bot.drain()
     dm(bot, "what's new here?")
@@ -177,7 +190,7 @@ def test_a_context_naming_a_channel_the_bot_cannot_see_is_one_log_line_and_a_sen
     bot: Bot, store: Store, caplog: pytest.LogCaptureFixture
 ) -> None:
     store.subscribe(TEAM, "C0SEEN", "U0BOB", ["diffusion"])
-    bot.slack.channels["C0SEEN"] = {"name": "seen"}
+    channels_seen(bot.slack, "C0SEEN")
     bot.send(context_event("C0SEEN"))
     bot.drain()
     with caplog.at_level(logging.INFO, logger="bot"):
@@ -208,7 +221,11 @@ def test_a_written_answer_streams_sentences_that_cite_and_ends_with_the_cited_it
             running(store, slack_api, summary_api_url=model.url, summary_api_key="k") as bot:
         asked = dm(bot, "what has Apple published on speech recognition this year?")
         bot.drain()
-    (message,) = slack_api.streamed("D0ALICE")
+        (message,) = slack_api.streamed("D0ALICE")
+        click(bot, feedback_click("D0ALICE", message["ts"], "up", thread_ts=asked["ts"]))
+        bot.drain()
+    (vote,) = store.feedback_since()  # a vote on a streamed answer: the items it cited
+    assert len(vote.shown) == 2 and all(f"<{i['link']}|" in dumped(message) for i in vote.shown)
     assert message["thread_ts"] == asked["ts"] and message["stopped"]
     markdown = message["markdown"]
     assert markdown.startswith("_Searched for “speech recognition”")

@@ -17,8 +17,7 @@ users.info (the people in `slack.users`, user id -> profile fields such as `tz`;
 `calls`, answered ok), chat.startStream / appendStream / stopStream (a streamed reply: its message grows
 with each chunk's markdown text in `streamed`, and stopStream adds its blocks and metadata; `stream_chunks`
 lists what each call carried), chat.update (a bot message's text, blocks, metadata), chat.postEphemeral
-(kept in `ephemerals`), conversations.info (the channels in `slack.channels`, id -> fields; anyone else is
-`channel_not_found`). `feedback_click(...)` builds the block_actions payload of a feedback button. Add
+(kept in `ephemerals`). `feedback_click(...)` builds the block_actions payload of a feedback button. Add
 more with
 `slack.handlers["views.publish"] = fn` (fn(call) -> the JSON answer); every request, handled or not, is in
 `slack.calls`. Faults are scripted per method and channel: an HTTP status (429 with Retry-After, 500...),
@@ -121,9 +120,7 @@ class FakeSlack(Loopback):
             "chat.stopStream": self._stop_stream,
             "chat.update": self._update,
             "chat.postEphemeral": self._post_ephemeral,
-            "conversations.info": self._conversations_info,
         }
-        self.channels: dict[str, dict[str, Any]] = {}  # conversations.info: channel id -> its fields
         self.ephemerals: list[dict[str, Any]] = []
         self._cond = threading.Condition()
         self._last_ts = 0.0
@@ -347,14 +344,6 @@ class FakeSlack(Loopback):
         with self._cond:
             self.ephemerals.append(dict(call.params))
         return {"ok": True, "message_ts": self._next_ts()}
-
-    def _conversations_info(self, call: Call) -> dict[str, Any]:
-        channel = str(call.params.get("channel") or "")
-        with self._cond:
-            fields = self.channels.get(channel)
-        if fields is None:
-            return {"ok": False, "error": "channel_not_found"}
-        return {"ok": True, "channel": {"id": channel, **fields}}
 
     # plumbing ---------------------------------------------------------------------------------------
 
