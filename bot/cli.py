@@ -83,6 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     reindex = sub.add_parser("reindex", help="rebuild what search derives from the archive (index, vectors)")
     reindex.add_argument("--json", action="store_true", help='quiet; print {"items", "model", "seconds"}')
+    feedback = sub.add_parser("feedback", help="people's votes on the bot's answers (which questions fail)")
+    feedback.add_argument("--since", metavar="YYYY-MM-DD", help="only votes cast on or after this day (UTC)")
+    feedback.add_argument("--json", action="store_true", help="print a JSON list")
     sub.add_parser("shell", help="a local console in place of Slack")
     sub.add_parser("migrate", help="create or upgrade the database schema (Heroku's release phase runs it)")
     return parser
@@ -130,6 +133,7 @@ def _main(argv: list[str]) -> int:
         "latest": cmd_latest,
         "status": cmd_status,
         "reindex": cmd_reindex,
+        "feedback": cmd_feedback,
         "shell": cmd_shell,
         "migrate": cmd_migrate,
     }[args.command]
@@ -516,6 +520,45 @@ def cmd_related(settings: Settings, args: argparse.Namespace) -> int:
         _out(f"{rank:>2}. {hit.item.title}\n    {hit.item.published:%Y-%m-%d}  {hit.item.link}")
         if hit.shares:
             _out(f"    shares: {hit.shares}")
+    return EXIT_OK
+
+
+def cmd_feedback(settings: Settings, args: argparse.Namespace) -> int:
+    """The votes on the bot's answers, newest first: time, vote, the question as understood (the query it
+    ran), the items shown. docs/feedback.md says how to turn them into judged queries."""
+    from datetime import UTC, date, datetime
+
+    from bot.ask import Understood
+
+    since = None
+    if args.since:
+        try:
+            since = datetime.combine(date.fromisoformat(args.since), datetime.min.time(), UTC)
+        except ValueError:
+            raise UsageError(f"--since must be a date like 2026-12-01, not {args.since[:40]!r}") from None
+    store = open_archive(settings)
+    votes = store.feedback_since(since)
+    rows = []
+    for vote in votes:
+        understood = Understood.from_json(vote.understood)
+        rows.append({"time": vote.voted_at.isoformat(), "vote": vote.vote,
+                     "question": understood.command() if understood else None,
+                     "query": understood.query if understood else None,
+                     "understood": understood.describe() if understood else None,
+                     "team_id": vote.team_id, "channel_id": vote.channel_id, "answer_ts": vote.message_ts,
+                     "items": [{"id": i.get("id"), "title": i.get("title"), "link": i.get("link")}
+                               for i in vote.shown]})
+    if args.json:
+        _out(json.dumps(rows, ensure_ascii=False, indent=2))
+        return EXIT_OK
+    if not rows:
+        _out("no feedback yet" + (f" since {args.since}" if args.since else ""))
+        return EXIT_OK
+    for row in rows:
+        mark = "+1" if row["vote"] == "up" else "-1"
+        _out(f"{row['time'][:16].replace('T', ' ')}  {mark}  {row['question'] or '?'}")
+        for n, item in enumerate(row["items"], 1):
+            _out(f"    {n}. {item['title']}  {item['link']}")
     return EXIT_OK
 
 

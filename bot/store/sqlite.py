@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Self
 from urllib.parse import quote
 
 from bot.errors import LockTimeout, StoreError
+from bot.store.agent import AGENT_SCHEMA
 from bot.store.base import MIGRATIONS
 from bot.store.conn import Conn
 from bot.store.conversations import ANSWERED_EVENTS
@@ -242,6 +243,13 @@ def m014_item_vectors(db: Database) -> None:
     db.execute(VECTORS_TABLE.format(blob="BLOB"))
 
 
+def m017_agent(db: Database) -> None:
+    """The agent messaging experience (issue 20): greetings, what people look at, the items each answer
+    showed, feedback on answers (bot.store.agent.AGENT_SCHEMA)."""
+    for sql in AGENT_SCHEMA:
+        db.execute(sql)
+
+
 # --- the store -----------------------------------------------------------------------------------------
 
 
@@ -253,7 +261,8 @@ def migration_set() -> Migrations:
     migrations = Migrations(MIGRATION_SET)
     steps = (m001_items, m002_delivery, m003_authors_fts, m004_fts_prefix_index, m005_installations,
              m006_search_generation, m007_one_search_engine, m008_feed_baseline, m009_item_changes,
-             m010_bursts, m011_digests, m012_follows_saved, m013_answered_events, m014_item_vectors)
+             m010_bursts, m011_digests, m012_follows_saved, m013_answered_events, m014_item_vectors,
+             m017_agent)
     for step in steps:
         migrations()(step)
     return migrations

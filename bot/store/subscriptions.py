@@ -119,6 +119,7 @@ class SubscriptionsMixin(StoreBase):
             db.execute("DELETE FROM installations WHERE team_id = ?", [team_id])
             db.execute("DELETE FROM follows WHERE team_id = ?", [team_id])
             db.execute("DELETE FROM saved_items WHERE team_id = ?", [team_id])
+            db.execute("DELETE FROM agent_context WHERE team_id = ?", [team_id])
 
 
 def _subscription(db: Conn, team_id: str, channel_id: str) -> Subscription | None:
