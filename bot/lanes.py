@@ -1,7 +1,7 @@
 """Work that calls the model endpoint (`SUMMARY_API_*`), on its own small pool, with caps: one person cannot
 slow everyone.
 
-    lane = ModelLane()                                  # MODEL_WORKERS threads
+    lane = ModelLane()                                  # MODEL_WORKERS threads (or `pool=` one given)
     slot = lane.admit(team_id, user_id)                 # None: over a cap; say BUSY, queue nothing
     slot.start(fn, *args)                               # runs on the lane; the slot is freed when fn ends
     lane.submit(team_id, user_id, fn, *args) -> bool    # admit + start
@@ -74,8 +74,9 @@ class Slot:
 
 class ModelLane:
     def __init__(self, workers: int = MODEL_WORKERS, *, per_user: int = PER_USER,
-                 per_workspace: int = PER_WORKSPACE, total: int = MAX_IN_FLIGHT) -> None:
-        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="model")
+                 per_workspace: int = PER_WORKSPACE, total: int = MAX_IN_FLIGHT,
+                 pool: ThreadPoolExecutor | None = None) -> None:
+        self.pool = pool or ThreadPoolExecutor(max_workers=workers, thread_name_prefix="model")
         self.per_user, self.per_workspace, self.total = per_user, per_workspace, total
         self.lock = threading.Lock()
         self.users: Counter[tuple[str, str]] = Counter()
