@@ -163,11 +163,26 @@ def test_a_failing_endpoint_still_brings_keyword_subscriptions_their_items_with_
     assert len(failures) == 1 and "HTTP 500" in failures[0]
 
 
+class Counting:
+    """The bundled model, counting the texts it embeds."""
+
+    def __init__(self) -> None:
+        self.model = StaticModel.bundled()
+        self.name = self.model.name
+        self.texts: list[str] = []
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        self.texts += texts
+        return self.model.embed(texts)
+
+
 def test_a_subscription_added_between_routing_and_ingest_gets_the_item(store: Store) -> None:
     baselined(store)
-    store.subscribe("T1", "C1", "U1", ["speech"])
-    router = Router()
+    store.subscribe("T1", "C1", "U1", ["speech", "about:turning voice into text"])
+    model = Counting()
+    router = Router(TopicMatcher(lambda: model).match)
     routes = router.route(store, FEED, [SPEECH])
+    assert len(model.texts) == 2  # the item and the topic
     store.subscribe("T1", "C2", "U1")  # after the read routing decided from
     with pytest.raises(RoutesStale):
         store.ingest(FEED, [SPEECH], Validators(), routes=routes)
@@ -175,6 +190,7 @@ def test_a_subscription_added_between_routing_and_ingest_gets_the_item(store: St
     ingested = ingest(store, FEED, [SPEECH], Validators(), router=router, routes=routes)  # routes again
     assert ingested.new == [SPEECH]
     assert sorted(d.channel_id for d in store.deliveries(item_id=SPEECH.id)) == ["C1", "C2"]
+    assert len(model.texts) == 2  # routing again embedded nothing again
 
 
 def test_a_channel_unsubscribed_or_a_follow_dropped_between_routing_and_ingest_gets_nothing(

@@ -48,12 +48,13 @@ def has_words(item: Item, topic: str) -> bool:
 
 class TopicMatcher:
     """Matches items to topics by meaning; the model loads on first use (shared with search when the
-    loader returns the same model). `match` embeds the items it is given in one call and keeps each topic's
-    vector (up to MAX_CACHED, per model), so a topic is embedded once, not once per item and person. When
+    loader returns the same model). `match` embeds what it has not seen, items and topics, in one call and
+    keeps each vector (up to MAX_CACHED, per model): an item is embedded once however many people and topics
+    it is matched against (and when routing runs again), a topic once for every poll to come. When
     the model fails (a slow or failing endpoint), that is one log line and topics match by their words for
     the next RETRY_AFTER seconds without asking the model again."""
 
-    MAX_CACHED = 2048  # topic vectors kept (a workspace holds at most MAX_WORKSPACE_TOPICS)
+    MAX_CACHED = 4096  # vectors kept, items' and topics' (a workspace holds at most MAX_WORKSPACE_TOPICS)
     RETRY_AFTER = 60.0  # seconds
 
     def __init__(self, model: Callable[[], Embedder], threshold: float = THRESHOLD,
@@ -65,7 +66,7 @@ class TopicMatcher:
         self._lock = threading.Lock()
         self._clock = clock
         self._resting_until = 0.0
-        self._vectors: dict[str, Any] = {}  # topic -> its unit vector, for the model named _vectors_of
+        self._vectors: dict[str, Any] = {}  # text -> its unit vector, for the model named _vectors_of
         self._vectors_of = ""
 
     def _embedder(self) -> Embedder | None:
@@ -109,24 +110,25 @@ class TopicMatcher:
 
         from bot.search.engine import item_text
 
+        item_texts = [item_text(item.title, item.summary) for item in items]
+        topic_texts = [topic_text(t) for t in topics]
         with self._lock:
             if self._vectors_of != model.name:
                 self._vectors, self._vectors_of = {}, model.name
-            missing = [t for t in dict.fromkeys(topics) if t not in self._vectors]
+            missing = [t for t in dict.fromkeys(item_texts + topic_texts) if t not in self._vectors]
         try:
-            texts = [item_text(item.title, item.summary) for item in items]
-            matrix = model.embed(texts + [topic_text(t) for t in missing])
+            matrix: Any = model.embed(missing) if missing else []
         except BotError as exc:
             self._resting_until = self._clock() + self.RETRY_AFTER
             log.warning("event=topic_match_fallback reason=%r retry_in=%ds", str(exc), self.RETRY_AFTER)
             return None
-        fresh = dict(zip(missing, matrix[len(items):], strict=True))
+        fresh = dict(zip(missing, matrix, strict=True))
         with self._lock:
-            vectors = np.stack([fresh[t] if t in fresh else self._vectors[t] for t in topics])
+            known = {**self._vectors, **fresh}
             if len(self._vectors) + len(fresh) > self.MAX_CACHED:
                 self._vectors.clear()
             self._vectors.update(fresh)
-        return matrix[: len(items)] @ vectors.T
+        return np.stack([known[t] for t in item_texts]) @ np.stack([known[t] for t in topic_texts]).T
 
 
 def words_only(item: Item, topics: Sequence[str]) -> list[str]:
