@@ -375,7 +375,7 @@ def _too_many_topics(
 
 def about_topics(text: str) -> tuple[str, list[str]]:
     """The text without its about: parts, and their topics as stored keywords ("about:on-device efficiency":
-    lower case, words only, matched by meaning at ingest, see bot.search.topics)."""
+    lower case, words only, matched by meaning when a poll routes new items, see bot.route)."""
     topics: list[str] = []
     for groups in _ABOUT.findall(text):
         words = re.findall(r"[\w-]+", "".join(groups).lower())

@@ -94,7 +94,9 @@ def test_the_graph_sees_every_kind_of_import(tmp_path: Path) -> None:
     (pkg / "sub").mkdir(parents=True)
     (pkg / "__init__.py").write_text("")
     (pkg / "sub" / "__init__.py").write_text("")
-    (pkg / "a.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from bot.sub import b\n")
+    (pkg / "a.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from bot.sub import b\n"
+    )
     (pkg / "sub" / "b.py").write_text("def f():\n    from bot import a\n")
     (pkg / "sub" / "c.py").write_text("from .b import f\nimport bot.a\n")
     graph = import_graph(pkg)

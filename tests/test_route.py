@@ -1,5 +1,5 @@
-"""Routing (bot.route): who gets each new item is decided before ingest's transaction opens, so the model (or a
-slow embeddings endpoint) never holds a write; ingest writes exactly the routes of the items new inside its
+"""Routing (bot.route): who gets each new item is decided before ingest's transaction opens, so the model (or
+a slow embeddings endpoint) never holds a write; ingest writes exactly the routes of the items new inside its
 transaction, for the audience of that moment, or nothing (RoutesStale) and routing runs again."""
 
 from __future__ import annotations
@@ -158,7 +158,8 @@ def test_a_failing_endpoint_still_brings_keyword_subscriptions_their_items_with_
     [by_words] = store.deliveries(channel_id="C2")
     assert by_words.item_id == SPEECH.id and by_words.matched == ("about:speech recognition (its words)",)
     assert store.deliveries(channel_id="C3") == []
-    assert [(d.item_id, d.matched) for d in store.deliveries(channel_id="U2")] == [(VISION.id, ("captioning",))]
+    followed = [(d.item_id, d.matched) for d in store.deliveries(channel_id="U2")]
+    assert followed == [(VISION.id, ("captioning",))]
     failures = [r.getMessage() for r in caplog.records if "topic_match_fallback" in r.getMessage()]
     assert len(failures) == 1 and "HTTP 500" in failures[0]
 
