@@ -30,6 +30,7 @@ from bot.config import DEFAULT_BURST_THRESHOLD  # noqa: E402
 from bot.deliver import DEFAULT_PACE, DEFAULT_POOL_SIZE, Deliverer  # noqa: E402
 from bot.feed import parse  # noqa: E402
 from bot.models import Item, Validators  # noqa: E402
+from bot.route import ingest
 from bot.slackweb import make_client  # noqa: E402
 from bot.store import SQLiteStore  # noqa: E402
 from tests.fakes.slack_api import FakeSlack  # noqa: E402
@@ -66,7 +67,7 @@ def main() -> None:
         store = SQLiteStore(Path(tmp) / "bench.db")
         store.migrate()
         known = parse(DATA.read_bytes())
-        store.ingest(FEED, known, Validators())
+        ingest(store, FEED, known, Validators())
         channels = [f"C{n:04d}" for n in range(args.channels)]
         for channel in channels:
             store.subscribe("T0001", channel, "U1")
@@ -79,7 +80,7 @@ def main() -> None:
             items.append(Item(id=link, guid=link, title=f"A new paper {run}", link=link,
                               summary="About it. " * 40, published=datetime.now(UTC), kind="research"))
             known.append(items[-1])
-            store.ingest(FEED, known, Validators())
+            ingest(store, FEED, known, Validators())
             started = time.perf_counter()
             report = deliver(store)
             times.append(time.perf_counter() - started)
@@ -92,7 +93,7 @@ def main() -> None:
                 link = f"https://machinelearning.apple.com/research/benchmark-burst-{n}"
                 burst.append(Item(id=link, guid=link, title=f"A paper of the burst {n}", link=link,
                                   summary="About it. " * 40, published=datetime.now(UTC), kind="research"))
-            store.ingest(FEED, [*known, *burst], Validators())
+            ingest(store, FEED, [*known, *burst], Validators())
             started = time.perf_counter()
             burst_report = deliver(store)
             burst_time = time.perf_counter() - started

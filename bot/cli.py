@@ -260,7 +260,7 @@ def _poll(settings: Settings, args: argparse.Namespace) -> int:
     with Pipeline.from_settings(settings, store) as pipeline:
         if args.dry_run:
             new, baseline, fetched = pipeline.preview()
-            bursts = [] if baseline else would_burst(store, new, settings.burst_threshold)
+            bursts = [] if baseline else would_burst(store, new, settings.burst_threshold, pipeline.router)
             if args.json:
                 _out(
                     json.dumps(

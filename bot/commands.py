@@ -24,7 +24,7 @@ from bot import digest, home, status, views
 from bot.blocks import escape
 from bot.config import Settings
 from bot.errors import SearchError, StoreError
-from bot.models import Subscription
+from bot.models import MAX_WORKSPACE_TOPICS, Subscription
 from bot.search import glossary
 from bot.search.highlight import matcher_for_text
 from bot.search.index import SearchIndex
@@ -263,7 +263,7 @@ def cmd_subscribe(rest: str, inv: Invocation, services: Services) -> Reply:
             f"I found no words to filter on in {views.quoted(rest, 40)}; nothing was changed. Keywords are "
             f'words or "quoted phrases", e.g. `{C} subscribe privacy "speech recognition"`.'
         )
-    problem = _cannot_post(inv, services)
+    problem = _cannot_post(inv, services) or _too_many_topics(inv, services, topics, inv.channel_id)
     if problem:
         return line(problem)
     sub, created = services.store.subscribe(inv.team_id, inv.channel_id, inv.user_id, keywords)
@@ -357,9 +357,26 @@ _ABOUT = re.compile(r'(?<!\S)about:(?:"([^"]*)"?|“([^”]*)”?|(\S*))', re.IG
 MAX_TOPICS = 3
 
 
+def _too_many_topics(
+    inv: Invocation, services: Services, topics: list[str], channel_id: str | None = None
+) -> str | None:
+    """The one-line refusal when `topics` would take the workspace past MAX_WORKSPACE_TOPICS distinct about:
+    topics (its subscriptions' and follows' together; `channel_id`'s subscription is being replaced). Each
+    topic is matched against every new item, so the workspace, not the person, is what is capped; a topic
+    already in use anywhere in the workspace costs nothing more."""
+    if not topics:
+        return None
+    have = services.store.workspace_topics(inv.team_id, except_channel=channel_id)
+    if len(have | set(topics)) <= MAX_WORKSPACE_TOPICS:
+        return None
+    return (f"This workspace already has {len(have)} about: topics (at most {MAX_WORKSPACE_TOPICS} across "
+            "its subscriptions and follows), so I can't add more; nothing was changed. Reuse a topic, or "
+            "remove one first.")
+
+
 def about_topics(text: str) -> tuple[str, list[str]]:
     """The text without its about: parts, and their topics as stored keywords ("about:on-device efficiency":
-    lower case, words only, matched by meaning at ingest, see bot.search.topics)."""
+    lower case, words only, matched by meaning when a poll routes new items, see bot.route)."""
     topics: list[str] = []
     for groups in _ABOUT.findall(text):
         words = re.findall(r"[\w-]+", "".join(groups).lower())
@@ -398,6 +415,9 @@ def cmd_follow(rest: str, inv: Invocation, services: Services) -> Reply:
         )
     if not inv.user_id:
         return line("I can't tell who you are, so I can't follow anything for you; nothing was changed.")
+    problem = _too_many_topics(inv, services, topics)
+    if problem:
+        return line(problem)
     added, over = services.store.follow(inv.team_id, inv.user_id, keywords)
     return Reply(*home.follow_reply(added, over, services.store.follows(inv.team_id, inv.user_id)))
 

@@ -14,7 +14,8 @@ error or a Slack reply); `REPORTS` maps a class to its exit status and to the li
     │   └── FeedMalformed       broken XML, declared entities (an entity bomb), an undecodable body
     ├── IndexReadError          the research index could not be fetched or read
     ├── StoreError              the store could not be opened, read or written
-    │   └── LockTimeout         another process holds the poll lock
+    │   ├── LockTimeout         another process holds the poll lock
+    │   └── RoutesStale         ingest's routing was decided before a subscription or follow changed
     ├── SearchError             a query that cannot be run (also a ValueError; exit 2)
     │   ├── SearchUnavailable   the search index is still being built
     │   └── NothingFound        no archive item is the one asked for (`related`: the CLI exits 0, as search)
@@ -117,6 +118,11 @@ class StoreError(BotError):
 
 class LockTimeout(StoreError):
     """Another process holds the poll lock."""
+
+
+class RoutesStale(StoreError):
+    """Ingest found the routing it was given out of date (the audience changed, or an item is new that was
+    not routed): nothing was written; route again (`bot.route.ingest` does, a few times)."""
 
 
 class SearchError(BotError, ValueError):

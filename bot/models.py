@@ -1,15 +1,22 @@
 """The frozen records every layer passes around: what the feed yields (`Item`, `Validators`, `Fetched`,
 `NotModified`), what the store hands out (`FeedState`, `Ingested`, `Subscription`, `Delivery`, `SavedItem`,
-`SearchHit`, `SearchFilters`) and what a poll reports (`DeliveryReport`, `PollResult`). Nothing here does
-I/O or imports another module of the bot."""
+`SearchHit`, `SearchFilters`), who receives a new item (`Audience`, `Route`, `Routes`: decided by
+`bot.route`, written by the store) and what a poll reports (`DeliveryReport`, `PollResult`). Nothing here
+does I/O or imports another module of the bot."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Literal
 
 Kind = Literal["research", "update"]
+
+MAX_KEYWORDS = 20  # keywords of one subscription, and follows of one person in one workspace
+TOPIC_PREFIX = "about:"  # a keyword that is a topic matched by meaning: "about:privacy"
+MAX_WORKSPACE_TOPICS = 100  # distinct about: topics of one workspace's subscriptions and follows together
 
 
 # --- the feed -------------------------------------------------------------------------------------------
@@ -205,3 +212,57 @@ class PollResult:
             "failed": self.failed,
             "not_modified": self.not_modified,
         }
+
+
+# --- routing: who receives a new item, and why (bot.route decides, the store writes) -----------------------
+
+
+@dataclass(frozen=True)
+class Audience:
+    """Everyone who could receive a new item, as read at one moment: the active subscriptions (not paused,
+    their workspace not disabled) and each person's follows (outside disabled workspaces)."""
+
+    subscriptions: tuple[Subscription, ...] = ()
+    follows: tuple[tuple[str, str, tuple[str, ...]], ...] = ()  # (team_id, user_id, keywords)
+
+    def version(self) -> str:
+        """What routing depends on, as a digest: two reads with the same version route every item alike."""
+        subs = sorted(
+            (s.team_id, s.channel_id, sorted(s.keywords), s.digest is None) for s in self.subscriptions
+        )
+        people = sorted((team, user, sorted(keywords)) for team, user, keywords in self.follows)
+        return hashlib.sha256(json.dumps([subs, people]).encode()).hexdigest()
+
+    def topics(self) -> list[str]:
+        """Every about: topic someone subscribes to or follows (without the prefix), each once."""
+        keywords = [k for s in self.subscriptions for k in s.keywords]
+        keywords += [k for _, _, followed in self.follows for k in followed]
+        return list(dict.fromkeys(k[len(TOPIC_PREFIX):] for k in keywords if k.startswith(TOPIC_PREFIX)))
+
+
+RouteTarget = Literal["channel", "digest", "person"]
+
+
+@dataclass(frozen=True)
+class Route:
+    """One new item for one recipient: a post in a channel, an item waiting for a channel's digest, or a
+    direct message to a person (`to` is then the user ID); `matched` says why (the keywords, and each
+    about: topic's label, prefixed), empty for a channel that takes every item."""
+
+    item_id: str
+    team_id: str
+    to: str
+    target: RouteTarget
+    matched: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Routes:
+    """The routing of one fetch, decided before ingest's transaction: `items` are the ids it considered new
+    (each routed, whether or not anyone gets it), `audience` the `Audience.version()` it read. Ingest writes
+    the routes of the items that are new inside its transaction, and refuses (`RoutesStale`) when an item
+    new there was not routed or the audience changed since."""
+
+    items: frozenset[str] = frozenset()
+    audience: str = ""
+    routes: tuple[Route, ...] = ()

@@ -6,8 +6,10 @@
     poller = pipeline.start(interval, on_result=...)                # the same cycle every `interval` seconds
     pipeline.close()                                                # the HTTP client, if the pipeline made it
 
-A cycle is `bot.poller.poll_once`: fetch -> parse -> ingest (new items and ledger rows in one transaction)
--> deliver -> post due digests (`bot.digest`) -> enrich new items from the research index beside a web feed.
+A cycle is `bot.poller.poll_once`: fetch -> parse -> route (`bot.route`: who gets each new item and why,
+embeddings computed here, outside any transaction) -> ingest (new items and ledger rows in one short
+transaction) -> deliver -> post due digests (`bot.digest`) -> enrich new items from the research index
+beside a web feed.
 Then every hook in `after` runs with the cycle's `PollResult`, in order, each guarded (a hook never breaks a
 poll): the place for a search index refresh, and for `serve`'s first-run backfill of a sparse archive
 (`backfill_if_sparse`).
@@ -30,10 +32,10 @@ from bot import feed, poller, research_index
 from bot.config import Settings
 from bot.models import Item, PollResult, Subscription
 from bot.poller import Deliver, Enrich, Poller
+from bot.route import Router
 from bot.search.index import meaning_model
 from bot.search.topics import TopicMatcher
 from bot.store import Store
-from bot.store.ledger import subscription_matches
 
 log = logging.getLogger("bot.pipeline")
 
@@ -53,6 +55,8 @@ class Pipeline:
     index_url: str | None = None
     after: list[After] = field(default_factory=list)
     owns_client: bool = False
+    # Who gets each new item (about: topics by meaning, with the model search uses).
+    router: Router = field(default_factory=Router)
     _backfilling: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     @classmethod
@@ -70,7 +74,6 @@ class Pipeline:
         deliverer (the shell prints); `client` replaces the HTTP client made here (the caller closes it);
         `after` are the first hooks; `digest` replaces the digest step (one beside Slack's deliverer)."""
         index_url = research_index.index_url_for(settings.feed_url)
-        store.topic_matcher = TopicMatcher(meaning_model(settings))  # subscriptions' about: topics
         return cls(
             store=store,
             client=client or feed.make_client(),
@@ -83,6 +86,7 @@ class Pipeline:
             index_url=index_url,
             after=list(after),
             owns_client=client is None,
+            router=Router(TopicMatcher(meaning_model(settings)).match),
         )
 
     @cached_property
@@ -97,7 +101,7 @@ class Pipeline:
         """One cycle under the store's poll lock (LockTimeout when another process holds it), then `after`."""
         result = poller.poll_once(
             self.store, self.client, self.feed_url, deliver=self.deliver, lock_timeout=lock_timeout,
-            enrich=self.enrich, digest=self.digest,
+            enrich=self.enrich, digest=self.digest, router=self.router,
         )
         self.finish(result)
         return result
@@ -115,7 +119,7 @@ class Pipeline:
                 on_result(result)
 
         background = Poller(self.store, self.client, self.feed_url, interval, deliver=self.deliver,
-                            enrich=self.enrich, on_result=finished, digest=self.digest)
+                            enrich=self.enrich, on_result=finished, digest=self.digest, router=self.router)
         background.start()
         return background
 
@@ -151,25 +155,21 @@ class Pipeline:
         self.close()
 
 
-def would_burst(store: Store, new: Sequence[Item], threshold: int) -> list[tuple[Subscription, int]]:
+def would_burst(store: Store, new: Sequence[Item], threshold: int,
+                router: Router | None = None) -> list[tuple[Subscription, int]]:
     """For a dry run: the channels a poll bringing `new` would post to as a burst (more than `threshold` of
     the items for one channel: one message, the items in its thread), each with how many items it would
     get. Only the channels that take items one by one count (not paused, no digest, the workspace not
-    disabled); matched as ingest matches (keywords, about: topics). Read-only; nothing for a missing
-    database."""
+    disabled); routed as a poll routes them (`router`: keywords, about: topics). Read-only; nothing for a
+    missing database."""
     if len(new) <= threshold or not store.exists():
         return []
-    disabled: dict[str, bool] = {}
-    bursts: list[tuple[Subscription, int]] = []
-    for sub in store.subscriptions():
-        if sub.paused or sub.digest is not None:
-            continue
-        if sub.team_id not in disabled:
-            disabled[sub.team_id] = store.workspace_disabled(sub.team_id) is not None
-        if disabled[sub.team_id]:
-            continue
-        count = sum(1 for item in new
-                    if not sub.keywords or subscription_matches(item, sub.keywords, store.topic_matcher))
-        if count > threshold:
-            bursts.append((sub, count))
-    return bursts
+    audience = store.audience()
+    routes = (router or Router()).decide(new, audience).routes
+    counts: dict[tuple[str, str], int] = {}
+    for route in routes:
+        if route.target == "channel":
+            key = (route.team_id, route.to)
+            counts[key] = counts.get(key, 0) + 1
+    return [(sub, counts[(sub.team_id, sub.channel_id)]) for sub in audience.subscriptions
+            if sub.digest is None and counts.get((sub.team_id, sub.channel_id), 0) > threshold]

@@ -1,8 +1,15 @@
 """One poll cycle (`poll_once`) and the background loop (`Poller`).
 
-A cycle: fetch (conditional GET) -> parse -> store.ingest (new items, edits and queued deliveries in one
-transaction) -> deliver whatever the ledger holds open. Only the holder of the store's poll lock runs a cycle,
-so a web process and a scheduled `poll` never deliver at once.
+A cycle, in this order and in the code below:
+    fetch (conditional GET)
+    -> parse
+    -> route: who gets each new item and why (`bot.route`: a read, then matching and embeddings; no
+       transaction is open, so a slow model or endpoint delays no write)
+    -> ingest: new items, edits and the routed ledger rows in one short transaction (routed again if a
+       subscription changed in between)
+    -> deliver whatever the ledger holds open, then due digests, then enrich new items.
+Only the holder of the store's poll lock runs a cycle, so a web process and a scheduled `poll` never deliver
+at once.
 """
 
 from __future__ import annotations
@@ -14,9 +21,11 @@ from collections.abc import Callable, Sequence
 
 import httpx
 
-from bot.errors import FeedError, LockTimeout, StoreError
+from bot import route
+from bot.errors import FeedError, LockTimeout, RoutesStale, StoreError
 from bot.feed import fetch, parse
 from bot.models import DeliveryReport, Fetched, Item, PollResult
+from bot.route import Router
 from bot.store import Store
 
 log = logging.getLogger("bot.poller")
@@ -36,17 +45,20 @@ def poll_once(
     lock_timeout: float = 60.0,
     enrich: Enrich | None = None,
     digest: Deliver | None = None,
+    router: Router | None = None,
 ) -> PollResult:
     """Run one cycle under the poll lock. A feed failure is recorded and returned in `error`; deliveries
-    still open from earlier cycles are attempted anyway, and due digests (`digest`, after delivery) posted."""
+    still open from earlier cycles are attempted anyway, and due digests (`digest`, after delivery) posted.
+    `router` decides who gets each new item (None: about: topics match by their words)."""
     with store.poll_lock(timeout=lock_timeout):
-        return _cycle(store, client, feed_url, deliver, enrich, digest)
+        return _cycle(store, client, feed_url, deliver, enrich, digest, router or Router())
 
 
 def _cycle(
     store: Store, client: httpx.Client, feed_url: str, deliver: Deliver | None, enrich: Enrich | None = None,
-    digest: Deliver | None = None,
+    digest: Deliver | None = None, router: Router | None = None,
 ) -> PollResult:
+    router = router or Router()
     state = store.feed_state(feed_url)
     error: str | None = None
     fetched = new = updated = 0
@@ -56,7 +68,8 @@ def _cycle(
         answer = fetch(client, feed_url, state.validators)
         if isinstance(answer, Fetched):
             items = parse(answer.content)
-            ingested = store.ingest(feed_url, items, answer.validators)
+            routes = router.route(store, feed_url, items)
+            ingested = route.ingest(store, feed_url, items, answer.validators, router=router, routes=routes)
             fetched, new, updated, baseline = (
                 len(items),
                 len(ingested.new),
@@ -71,6 +84,9 @@ def _cycle(
         error = str(exc)
         store.record_failure(feed_url, error)
         log.warning("event=feed_error kind=%s error=%r", exc.kind, error)
+    except RoutesStale as exc:  # subscriptions kept changing while routing: the next poll ingests these
+        error = str(exc)
+        log.warning("event=route_stale error=%r", error)
     report = deliver(store) if deliver is not None else DeliveryReport()
     if digest is not None:  # digests count as delivered messages
         digested = _digests(store, digest)
@@ -147,8 +163,10 @@ class Poller:
         on_result: Callable[[PollResult], None] | None = None,
         enrich: Enrich | None = None,
         digest: Deliver | None = None,
+        router: Router | None = None,
     ) -> None:
         self.store = store
+        self.router = router
         self.client = client
         self.feed_url = feed_url
         self.interval = interval
@@ -179,6 +197,7 @@ class Poller:
                     lock_timeout=0,
                     enrich=self.enrich,
                     digest=self.digest,
+                    router=self.router,
                 )
                 if self.on_result is not None:
                     self.on_result(result)

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from bot.feed import parse
-from bot.store import Store
+from bot.store import Store, open_store
 from tests.fakes.recorder import Received, Recorder, chat_completion
 from tests.fakes.slack_api import BOT_USER, Call, FakeSlack
 from tests.fakes.slack_sender import (
@@ -34,7 +34,7 @@ FORM = "application/x-www-form-urlencoded"
 
 
 def seed(db_url: str) -> Store:
-    store = Store.from_url(db_url)
+    store = open_store(db_url)
     store.migrate()
     for name in ("apple_ml_archive.xml", "apple_ml_rss.xml"):
         store.add_items(parse((DATA / name).read_bytes()))

@@ -12,6 +12,7 @@ from bot import feed
 from bot.feed import parse
 from bot.models import Validators
 from bot.poller import poll_once
+from bot.route import ingest
 from bot.store import Store, open_store
 from tests.fakes.feed_server import Reply
 
@@ -27,44 +28,44 @@ B = "https://example.org/other-feed.xml"
 
 def test_a_second_feeds_first_poll_posts_nothing_and_the_first_feed_still_posts(store: Store) -> None:
     store.subscribe("T1", "C1", "U1")
-    assert store.ingest(A, RSS[:5], Validators()).baseline
-    second = store.ingest(B, [*RSS[5:], *EXTRA[:3]], Validators())
+    assert ingest(store, A, RSS[:5], Validators()).baseline
+    second = ingest(store, B, [*RSS[5:], *EXTRA[:3]], Validators())
     assert second.baseline and len(second.new) == 8 and second.queued == 0
     assert store.open_deliveries() == []
     assert store.is_baselined(A) and store.is_baselined(B) and not store.is_baselined("https://x.test/feed")
 
-    later_a = store.ingest(A, [*RSS[:5], EXTRA[3]], Validators())
+    later_a = ingest(store, A, [*RSS[:5], EXTRA[3]], Validators())
     assert not later_a.baseline and later_a.queued == 1
-    later_b = store.ingest(B, [*RSS[5:], *EXTRA[:3], EXTRA[4]], Validators())
+    later_b = ingest(store, B, [*RSS[5:], *EXTRA[:3], EXTRA[4]], Validators())
     assert not later_b.baseline and later_b.queued == 1
     assert [d.item_id for d in store.open_deliveries()] == [EXTRA[3].id, EXTRA[4].id]
 
 
 def test_an_empty_first_poll_of_a_second_feed_is_not_its_baseline(store: Store) -> None:
     store.subscribe("T1", "C1", "U1")
-    store.ingest(A, RSS, Validators())
-    store.ingest(B, [], Validators())
+    ingest(store, A, RSS, Validators())
+    ingest(store, B, [], Validators())
     assert not store.is_baselined(B)
-    first = store.ingest(B, EXTRA, Validators())
+    first = ingest(store, B, EXTRA, Validators())
     assert first.baseline and first.queued == 0
 
 
 def test_a_new_feed_is_previewed_as_its_baseline(store: Store) -> None:
-    store.ingest(A, RSS, Validators())
+    ingest(store, A, RSS, Validators())
     assert store.preview(A, ARCHIVE) == (EXTRA, False)
     assert store.preview(B, ARCHIVE) == (EXTRA, True)
 
 
 def test_concurrent_first_polls_of_a_second_feed_queue_nothing(store: Store, database_url: str) -> None:
     store.subscribe("T1", "C1", "U1")
-    store.ingest(A, RSS, Validators())
+    ingest(store, A, RSS, Validators())
     stores = [open_store(database_url) for _ in range(3)]
     barrier = threading.Barrier(len(stores))
     results = []
 
     def poll(s: Store) -> None:
         barrier.wait()
-        results.append(s.ingest(B, ARCHIVE, Validators()))
+        results.append(ingest(s, B, ARCHIVE, Validators()))
 
     threads = [threading.Thread(target=poll, args=(s,)) for s in stores]
     for thread in threads:
@@ -96,7 +97,7 @@ def test_a_database_baselined_before_m008_keeps_its_baseline(database_url: str) 
     assert store.get_meta("baseline_at") is None  # the global key is gone
     assert store.is_baselined(A) and not store.is_baselined(B)
     store.subscribe("T1", "C1", "U1")
-    later = store.ingest(A, ARCHIVE, Validators(), at=datetime(2026, 6, 9, tzinfo=UTC))
+    later = ingest(store, A, ARCHIVE, Validators(), at=datetime(2026, 6, 9, tzinfo=UTC))
     assert not later.baseline and later.queued == len(EXTRA)  # no re-baseline: the new items post
     with store.connect() as db:
         assert db.one("SELECT baseline_at FROM feed_state WHERE url = ?", [A])[0] == polled
@@ -112,7 +113,7 @@ def test_after_the_upgrade_a_changed_feed_url_posts_nothing_on_its_first_poll(da
     store = open_store(database_url)
     store.migrate()
     store.subscribe("T1", "C1", "U1")
-    moved = store.ingest(B, ARCHIVE, Validators())  # FEED_URL now names another address
+    moved = ingest(store, B, ARCHIVE, Validators())  # FEED_URL now names another address
     assert moved.baseline and len(moved.new) == len(EXTRA) and moved.queued == 0
     assert store.open_deliveries() == []
 

@@ -23,6 +23,7 @@ from bot.config import Settings
 from bot.deliver import Deliverer
 from bot.errors import ConfigError
 from bot.models import Item, Validators
+from bot.route import ingest
 from bot.slackweb import make_client
 from bot.store import Store
 from tests.fakes.slack_api import FakeSlack
@@ -48,11 +49,11 @@ def poll(store: Store, channels: Sequence[str], items: Sequence[Item]) -> list[I
     """Subscribe `channels`, then one poll that finds `items` new (after the feed's baseline poll): the new
     items, oldest first."""
     if store.count_items() == 0:
-        store.ingest(FEED, BASE, Validators())  # the baseline poll: nothing queued
+        ingest(store, FEED, BASE, Validators())  # the baseline poll: nothing queued
     for channel in channels:
         if store.get_subscription(TEAM, channel) is None:
             store.subscribe(TEAM, channel, "U1")
-    return store.ingest(FEED, [*BASE, *items], Validators()).new
+    return ingest(store, FEED, [*BASE, *items], Validators()).new
 
 
 def deliverer(slack: FakeSlack, threshold: int | None = 5, **options: Any) -> Deliverer:
@@ -142,7 +143,7 @@ def test_the_threshold_is_more_than_burst_threshold_items(
 
 
 def test_the_threshold_counts_the_items_each_channel_gets(store: Store, slack_api: FakeSlack) -> None:
-    store.ingest(FEED, BASE, Validators())
+    ingest(store, FEED, BASE, Validators())
     store.subscribe(TEAM, "C2", "U1", keywords=["vision"])  # matches 3 of the 8
     items = [make_item(n) for n in range(8)]
     items = [replace(i, title=f"{i.title} vision") if n < 3 else i for n, i in enumerate(items)]

@@ -21,7 +21,7 @@ from bot.config import Settings
 from bot.conversation import EVENT_TYPE, HELP, SORRY, Question, answer, claim
 from bot.models import Item
 from bot.server import EVENTS_PATH, Router, create_http_server, run_until
-from bot.store import Store
+from bot.store import Store, open_store
 from tests.fakes.slack_api import BOT_ID, BOT_USER, FakeSlack
 from tests.fakes.slack_sender import SECRET, TEAM, TOKEN, event_body, http, signed_headers
 
@@ -298,7 +298,7 @@ def question(ts: str = "1700000001.000100", thread_ts: str | None = None) -> Que
 
 
 def test_a_claim_is_won_once_and_a_second_process_stays_silent(database_url: str) -> None:
-    first, second = Store.from_url(database_url), Store.from_url(database_url)
+    first, second = open_store(database_url), open_store(database_url)
     first.migrate()
     assert claim(question(), first) == "claimed"
     assert claim(question(), second) == "busy"  # another process, while the first answers

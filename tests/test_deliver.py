@@ -24,6 +24,7 @@ from bot.config import Settings
 from bot.deliver import Deliverer
 from bot.feed import parse
 from bot.models import Item, Validators
+from bot.route import ingest
 from bot.slackweb import make_client
 from bot.store import SQLiteStore, Store
 from tests.fakes.slack_api import FakeSlack
@@ -44,7 +45,7 @@ def past_baseline(tmp_path: Path) -> Store:
     """A store past its baseline poll (the current feed is known; nothing queued)."""
     s = SQLiteStore(tmp_path / "bot.db")
     s.migrate()
-    s.ingest(FEED, RSS, Validators())
+    ingest(s, FEED, RSS, Validators())
     return s
 
 
@@ -52,7 +53,7 @@ def queue(store: Store, channels: Sequence[str], n: int = len(NEW), team: str = 
     """Subscribe `channels`, then let a poll find `n` new items (oldest first): n pending rows per channel."""
     for channel in channels:
         store.subscribe(team, channel, "U1")
-    return store.ingest(FEED, [*RSS, *NEW[:n]], Validators()).new
+    return ingest(store, FEED, [*RSS, *NEW[:n]], Validators()).new
 
 
 def deliverer(slack: FakeSlack, **options: Any) -> Deliverer:
@@ -126,7 +127,7 @@ def test_feed_text_arrives_inert(store: Store, slack_api: FakeSlack) -> None:
         summary="<!here> & <!subteam^S1> " + "word " * 5000, published=datetime(2026, 7, 1, tzinfo=UTC),
         kind="research",
     )
-    store.ingest(FEED, [*RSS, evil], Validators())
+    ingest(store, FEED, [*RSS, evil], Validators())
     assert deliverer(slack_api)(store).delivered == 1
     [post] = slack_api.posts("C1")
     wire = post["text"] + json.dumps(post["blocks"])
@@ -189,7 +190,7 @@ def test_channel_errors_pause_only_that_channel(store: Store, slack_api: FakeSla
     assert len(slack_api.calls_to("chat.postMessage", "C2")) == 1
     assert {r.state for r in store.deliveries(channel_id="C2")} == {"failed"}
     assert_exactly_once(slack_api, ["C1", "C3"], items)
-    store.ingest(FEED, [*RSS, *NEW, _item("later")], Validators())
+    ingest(store, FEED, [*RSS, *NEW, _item("later")], Validators())
     assert {r.channel_id for r in store.open_deliveries()} == {"C1", "C3"}
 
 
@@ -210,7 +211,7 @@ def test_auth_errors_stop_that_workspace_only(
         assert len(bad.calls_to("chat.postMessage")) <= 3  # at most the first post of each channel
         assert_exactly_once(good, ["C9"], items)
         assert "event=workspace_disabled team=TBAD" in caplog.text and "xoxb-bad" not in caplog.text
-        store.ingest(FEED, [*RSS, *NEW, _item("later")], Validators())
+        ingest(store, FEED, [*RSS, *NEW, _item("later")], Validators())
         assert {r.team_id for r in store.open_deliveries()} == {"TGOOD"}
 
 

@@ -25,6 +25,7 @@ from bot.digest import Digester, Schedule
 from bot.feed import parse
 from bot.models import Item, Subscription, Validators
 from bot.pipeline import Pipeline
+from bot.route import ingest
 from bot.slackweb import make_client
 from bot.store import Store, open_store
 from tests.fakes.archive import make_item
@@ -48,7 +49,7 @@ PERIOD = "weekly:2026-12-07T08:00:00Z"
 @pytest.fixture
 def base(store: Store) -> Store:
     """A store past its baseline poll (the current feed is known; nothing queued)."""
-    store.ingest(FEED, RSS, Validators(), at=SET_UP - timedelta(days=1))
+    ingest(store, FEED, RSS, Validators(), at=SET_UP - timedelta(days=1))
     return store
 
 
@@ -86,7 +87,7 @@ def weekly(store: Store, keywords: tuple[str, ...] = ()) -> Subscription:
 def arrive(store: Store, items: list[Item], at: datetime) -> list[Item]:
     """A poll at `at` finds `items` new."""
     known = [i for i in RSS]
-    return store.ingest(FEED, [*known, *items], Validators(), at=at).new
+    return ingest(store, FEED, [*known, *items], Validators(), at=at).new
 
 
 def digests_posted(slack: FakeSlack, channel: str = CHANNEL) -> list[dict[str, Any]]:

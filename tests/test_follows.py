@@ -24,6 +24,7 @@ from bot.config import Settings
 from bot.deliver import Deliverer
 from bot.feed import parse
 from bot.models import Item, Validators
+from bot.route import ingest
 from bot.server import EVENTS_PATH, Router, create_http_server, run_until
 from bot.shell import SHELL_CHANNEL_ID, SHELL_TEAM_ID, SHELL_USER_ID, Console, ShellDeliverer
 from bot.slackweb import make_client
@@ -49,7 +50,7 @@ FORM = "application/x-www-form-urlencoded"
 @pytest.fixture
 def store(store: Store) -> Store:
     """The conftest store (each backend) past the feed's baseline poll: later items are new."""
-    store.ingest(FEED, RSS, Validators())
+    ingest(store, FEED, RSS, Validators())
     return store
 
 
@@ -60,7 +61,7 @@ def ask(store: Store, text: str, user: str = ALICE, team: str = TEAM, channel: s
 
 def arrive(store: Store, *items: Item) -> None:
     """A poll that finds `items` new in the feed."""
-    store.ingest(FEED, [*RSS, *items], Validators())
+    ingest(store, FEED, [*RSS, *items], Validators())
 
 
 def deliverer(slack: FakeSlack) -> Deliverer:

@@ -16,6 +16,7 @@ from bot.commands import Invocation, Services, handle
 from bot.config import Settings
 from bot.feed import canonical_link, parse
 from bot.models import Validators
+from bot.route import ingest
 from bot.search.index import SearchIndex
 from bot.search.match import MAX_KEYWORDS
 from bot.search.query import search
@@ -43,8 +44,8 @@ def ask(store: Store, text: str, user: str = ALICE) -> str:
 
 def test_a_row_already_posting_cannot_be_claimed_again(store: Store, database_url: str) -> None:
     store.subscribe(TEAM, CHANNEL, ALICE, [])
-    store.ingest(FEED, RSS, Validators())  # the baseline
-    store.ingest(FEED, [*RSS, SPEECH], Validators())
+    ingest(store, FEED, RSS, Validators())  # the baseline
+    ingest(store, FEED, [*RSS, SPEECH], Validators())
     [row] = store.open_deliveries()
     other = open_store(database_url)  # another process
     assert store.claim(row.id)
@@ -62,10 +63,10 @@ def test_a_row_already_posting_cannot_be_claimed_again(store: Store, database_ur
 
 def test_no_follow_message_is_queued_on_a_feeds_baseline_poll(store: Store) -> None:
     assert "Following `speech`" in ask(store, "follow speech")
-    first = store.ingest(FEED, [*RSS, SPEECH], Validators())  # the first poll: everything already seen
+    first = ingest(store, FEED, [*RSS, SPEECH], Validators())  # the first poll: everything already seen
     assert first.baseline and first.queued == 0 and store.open_deliveries() == []
     later = make_item("speech-2", "Speech Models, Smaller", "Speech recognition with fewer weights.")
-    second = store.ingest(FEED, [*RSS, SPEECH, later], Validators())
+    second = ingest(store, FEED, [*RSS, SPEECH, later], Validators())
     assert [(d.item_id, d.to_person) for d in store.open_deliveries()] == [(later.id, True)]
     assert second.queued == 1
 

@@ -13,7 +13,7 @@ from urllib.parse import parse_qsl, urlencode
 
 import pytest
 
-from bot.store import Store
+from bot.store import Store, open_store
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.slack_sender import (
     ROOT,
@@ -43,7 +43,7 @@ def slack() -> Iterator[FakeSlack]:
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
-    store = Store.from_url(f"sqlite:///{tmp_path_factory.mktemp('edge') / 'bot.db'}")
+    store = open_store(f"sqlite:///{tmp_path_factory.mktemp('edge') / 'bot.db'}")
     store.migrate()
     return store
 

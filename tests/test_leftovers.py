@@ -12,6 +12,7 @@ import pytest
 
 from bot.errors import EmbeddingError
 from bot.models import Validators
+from bot.route import ingest
 from bot.search.embed import StaticModel
 from bot.search.engine import build
 from bot.search.index import SearchIndex
@@ -87,9 +88,9 @@ def test_unsubscribe_drops_the_items_waiting_for_the_channels_digest(store: Stor
     store.set_digest("T1", "C1", "daily")
     store.subscribe("T1", "C2", "U1", [])
     store.set_digest("T1", "C2", "daily")
-    store.ingest(FEED, [make_item("old", "Old", "An abstract.")], Validators())  # the baseline
+    ingest(store, FEED, [make_item("old", "Old", "An abstract.")], Validators())  # the baseline
     new = make_item("new", "New", "An abstract.")
-    store.ingest(FEED, [make_item("old", "Old", "An abstract."), new], Validators())
+    ingest(store, FEED, [make_item("old", "Old", "An abstract."), new], Validators())
     assert store.waiting_digest_items("T1", "C1") == [new.id] == store.waiting_digest_items("T1", "C2")
     assert store.unsubscribe("T1", "C1")
     assert store.waiting_digest_items("T1", "C1") == []

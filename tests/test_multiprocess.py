@@ -14,6 +14,7 @@ import pytest
 
 from bot.feed import parse
 from bot.models import Validators
+from bot.route import ingest
 from bot.store import open_store
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.slack_sender import SECRET, TOKEN, ServeProcess, clean_env
@@ -33,7 +34,7 @@ def prepared(url: str, feed: Path) -> None:
     """A database past its baseline poll of `feed`, with three subscribed channels."""
     store = open_store(url)
     store.migrate()
-    store.ingest(str(feed), RSS, Validators())
+    ingest(store, str(feed), RSS, Validators())
     for channel in CHANNELS:
         store.subscribe(TEAM, channel, "U1")
     store.close()

@@ -29,6 +29,7 @@ from bot.errors import ConfigError
 from bot.feed import parse
 from bot.models import Validators
 from bot.oauth import StoreInstallations, StoreStates, from_record, to_record
+from bot.route import ingest
 from bot.server import OAUTH_PATHS, Router
 from bot.store import Store, open_store, utcnow
 from tests.fakes.recorder import Recorder
@@ -82,7 +83,7 @@ def baseline(db_url: str, feed: Path) -> Store:
     feed.write_text(OLD_FEED)
     store = open_store(db_url)
     store.migrate()
-    store.ingest(str(feed), parse(feed.read_bytes()), Validators())
+    ingest(store, str(feed), parse(feed.read_bytes()), Validators())
     return store
 
 
@@ -299,7 +300,7 @@ def test_an_uninstall_forgets_the_workspace(
     # a poll finds new items: pending rows for both workspaces
     feed = home / f"{event}.xml"
     feed.write_text(newer_feed(event))
-    assert len(store.ingest(str(home / "feed.xml"), parse(feed.read_bytes()), Validators()).new) == 2
+    assert len(ingest(store, str(home / "feed.xml"), parse(feed.read_bytes()), Validators()).new) == 2
     assert {d.team_id for d in store.open_deliveries()} >= {team, other}
     body = {"type": event, **({"tokens": {"bot": ["UBOT" + team]}} if event == "tokens_revoked" else {})}
     status, _raw = bot.event(body, team=team)
@@ -393,7 +394,7 @@ def installed(store: Store, workspaces: SlackWorkspaces, team: str, *,
 
 def new_items(store: Store, feed: Path) -> int:
     feed.write_text(NEW_FEED)
-    return len(store.ingest(str(feed), parse(feed.read_bytes()), Validators()).new)
+    return len(ingest(store, str(feed), parse(feed.read_bytes()), Validators()).new)
 
 
 def test_deliveries_use_each_workspace_token_and_skip_a_workspace_without_one(

@@ -14,6 +14,7 @@ import pytest
 from bot.errors import SearchError, SearchUnavailable
 from bot.feed import parse
 from bot.models import Item, Validators
+from bot.route import ingest
 from bot.search.engine import _entry
 from bot.search.index import READY_WAIT, SearchIndex
 from bot.search.keywords import edits
@@ -28,7 +29,7 @@ ARCHIVE = parse((DATA / "apple_ml_archive.xml").read_bytes())
 
 @pytest.fixture
 def archive(store):
-    store.ingest("https://machinelearning.apple.com/rss.xml", ARCHIVE, Validators())
+    ingest(store, "https://machinelearning.apple.com/rss.xml", ARCHIVE, Validators())
     return store
 
 

@@ -18,6 +18,7 @@ import pytest
 from bot.errors import LockTimeout
 from bot.feed import parse
 from bot.models import Validators
+from bot.route import ingest
 from bot.search.index import SearchIndex
 from bot.search.query import search
 from bot.store import MIGRATIONS, SQLiteStore, Store, open_store
@@ -150,7 +151,7 @@ def test_the_search_index_stays_current_on_insert_and_edit(store):
 
 def test_the_first_poll_records_every_item_as_seen_and_queues_nothing(store):
     store.subscribe("T1", "C1", "U1")
-    result = store.ingest(URL, RSS, Validators('"v1"'))
+    result = ingest(store, URL, RSS, Validators('"v1"'))
     assert result.baseline is True
     assert len(result.new) == 10
     assert result.queued == 0
@@ -161,53 +162,53 @@ def test_the_first_poll_records_every_item_as_seen_and_queues_nothing(store):
 
 def test_after_the_baseline_an_item_is_new_exactly_when_its_identity_was_never_stored(store):
     store.subscribe("T1", "C1", "U1")
-    store.ingest(URL, RSS, Validators())
-    result = store.ingest(URL, ARCHIVE, Validators())
+    ingest(store, URL, RSS, Validators())
+    result = ingest(store, URL, ARCHIVE, Validators())
     assert result.baseline is False
     assert len(result.new) == 6
     assert {i.id for i in result.new} == {i.id for i in ARCHIVE} - {i.id for i in RSS}
     assert result.queued == 6
     assert [d.item_id for d in store.open_deliveries()] == [i.id for i in result.new]
-    again = store.ingest(URL, ARCHIVE, Validators())
+    again = ingest(store, URL, ARCHIVE, Validators())
     assert again.new == [] and again.queued == 0
 
 
 def test_an_empty_feed_is_not_the_baseline(store):
-    first = store.ingest(URL, [], Validators())
+    first = ingest(store, URL, [], Validators())
     assert first.new == []
     assert not store.is_baselined()
-    second = store.ingest(URL, RSS, Validators())
+    second = ingest(store, URL, RSS, Validators())
     assert second.baseline is True
 
 
 def test_a_changed_guid_does_not_make_a_known_item_new(store):
-    store.ingest(URL, RSS, Validators())
+    ingest(store, URL, RSS, Validators())
     churned = [replace(i, guid=f"{i.guid}-renamed") for i in RSS]
-    result = store.ingest(URL, churned, Validators())
+    result = ingest(store, URL, churned, Validators())
     assert result.new == [] and result.updated == 0
     assert len(raw(store, "SELECT * FROM aliases")) == 20  # both guids are remembered as aliases
 
 
 def test_a_guid_alias_recognizes_an_item_whose_link_moved(store):
-    store.ingest(URL, RSS, Validators())
+    ingest(store, URL, RSS, Validators())
     velox = next(i for i in RSS if i.link.endswith("/velox"))
     moved = replace(
         velox,
         id="https://machinelearning.apple.com/research/velox-4d",
         link="https://machinelearning.apple.com/research/velox-4d",
     )
-    result = store.ingest(URL, [moved], Validators())
+    result = ingest(store, URL, [moved], Validators())
     assert result.new == []
     assert store.count_items() == 10
 
 
 def test_an_edit_updates_the_stored_text_and_is_not_new(store):
-    store.ingest(URL, RSS, Validators())
+    ingest(store, URL, RSS, Validators())
     velox = next(i for i in RSS if i.link.endswith("/velox"))
     edited = replace(
         velox, title="Velox (revised)", summary="A new abstract…", published=datetime(2026, 5, 9, tzinfo=UTC)
     )
-    result = store.ingest(URL, [edited], Validators())
+    result = ingest(store, URL, [edited], Validators())
     assert result.new == [] and result.updated == 1
     stored = store.get_item(velox.id)
     assert stored is not None
@@ -219,14 +220,14 @@ def test_an_edit_updates_the_stored_text_and_is_not_new(store):
 
 
 def test_an_unchanged_item_is_not_rewritten(store):
-    store.ingest(URL, RSS, Validators(), at=datetime(2026, 6, 8, tzinfo=UTC))
-    result = store.ingest(URL, list(reversed(RSS)), Validators(), at=datetime(2026, 6, 9, tzinfo=UTC))
+    ingest(store, URL, RSS, Validators(), at=datetime(2026, 6, 8, tzinfo=UTC))
+    result = ingest(store, URL, list(reversed(RSS)), Validators(), at=datetime(2026, 6, 9, tzinfo=UTC))
     assert result.new == [] and result.updated == 0
     assert {r[0] for r in raw(store, "SELECT updated_at FROM items")} == {"2026-06-08T00:00:00Z"}
 
 
 def test_items_read_back_equal_what_was_stored(store):
-    store.ingest(URL, RSS, Validators())
+    ingest(store, URL, RSS, Validators())
     for item in RSS:
         back = store.get_item(item.id)
         assert back is not None
@@ -243,14 +244,14 @@ def test_items_read_back_equal_what_was_stored(store):
 
 
 def test_each_item_reads_the_whole_archive_by_id_a_page_at_a_time(store):
-    store.ingest(URL, RSS, Validators())
+    ingest(store, URL, RSS, Validators())
     paged = list(store.each_item(page=3))  # 10 items: pages of 3, 3, 3 and 1
     assert [row["id"] for row in paged] == sorted(item.id for item in RSS)
     assert paged == list(store.each_item(page=10)) == list(store.each_item(page=11)) == store.all_items()
 
 
 def test_item_by_link_finds_an_item_by_its_id_or_its_link(store):
-    store.ingest(URL, RSS, Validators())
+    ingest(store, URL, RSS, Validators())
     velox = next(i for i in RSS if i.link.endswith("/velox"))
     assert store.item_by_link(velox.link) == store.get_item(velox.id)
     other = replace(velox, id="https://machinelearning.apple.com/research/velox-first",
@@ -266,7 +267,7 @@ def test_item_by_link_finds_an_item_by_its_id_or_its_link(store):
 
 def test_validators_and_timestamps_are_stored_on_success(store):
     at = datetime(2026, 6, 8, 12, tzinfo=UTC)
-    store.ingest(URL, RSS, Validators('"v1"', "Mon, 08 Jun 2026 00:00:00 GMT"), at=at)
+    ingest(store, URL, RSS, Validators('"v1"', "Mon, 08 Jun 2026 00:00:00 GMT"), at=at)
     state = store.feed_state(URL)
     assert state.validators == Validators('"v1"', "Mon, 08 Jun 2026 00:00:00 GMT")
     assert state.last_poll == state.last_success == at
@@ -274,7 +275,7 @@ def test_validators_and_timestamps_are_stored_on_success(store):
 
 
 def test_failures_count_a_streak_and_keep_the_last_error_until_a_success(store):
-    store.ingest(URL, RSS, Validators('"v1"'))
+    ingest(store, URL, RSS, Validators('"v1"'))
     store.record_failure(URL, "https://x answered HTTP 500")
     store.record_failure(URL, "https://x timed out")
     state = store.feed_state(URL)
@@ -289,7 +290,7 @@ def test_failures_count_a_streak_and_keep_the_last_error_until_a_success(store):
 
 
 def test_a_304_only_touches_the_poll_timestamps(store):
-    store.ingest(URL, RSS, Validators('"v1"'), at=datetime(2026, 6, 8, tzinfo=UTC))
+    ingest(store, URL, RSS, Validators('"v1"'), at=datetime(2026, 6, 8, tzinfo=UTC))
     before = raw(store, "SELECT * FROM items ORDER BY pk")
     store.record_not_modified(URL, Validators('"v1"'), at=datetime(2026, 6, 9, tzinfo=UTC))
     assert raw(store, "SELECT * FROM items ORDER BY pk") == before
@@ -315,7 +316,7 @@ def test_sqlite_preview_of_a_missing_file_leaves_the_directory_empty(tmp_path):
 
 
 def test_preview_reads_without_writing(store):
-    store.ingest(URL, RSS, Validators())
+    ingest(store, URL, RSS, Validators())
     tables = ("items", "aliases", "feed_state", "meta", "deliveries")
     before = {t: raw(store, f"SELECT * FROM {t} ORDER BY 1") for t in tables}
     new, baseline = store.preview(URL, ARCHIVE)
@@ -324,7 +325,7 @@ def test_preview_reads_without_writing(store):
 
 
 def test_sqlite_preview_leaves_the_file_unchanged(sqlite_store):
-    sqlite_store.ingest(URL, RSS, Validators())
+    ingest(sqlite_store, URL, RSS, Validators())
     before = sqlite_store.path.read_bytes()
     assert len(sqlite_store.preview(URL, ARCHIVE)[0]) == 6
     assert sqlite_store.path.read_bytes() == before
@@ -332,7 +333,7 @@ def test_sqlite_preview_leaves_the_file_unchanged(sqlite_store):
 
 def test_units_of_work_see_each_other_and_close_releases_the_idle_connection(store, database_url):
     other = open_store(database_url)
-    store.ingest(URL, RSS, Validators('"v1"'))
+    ingest(store, URL, RSS, Validators('"v1"'))
     assert other.count_items() == 10
     store.close()
     store.close()
@@ -347,8 +348,8 @@ def test_units_of_work_see_each_other_and_close_releases_the_idle_connection(sto
 
 def test_a_session_shares_one_connection_between_threads(store):
     store.subscribe("T1", "C1", "U1")
-    store.ingest(URL, RSS, Validators())
-    store.ingest(URL, ARCHIVE, Validators())
+    ingest(store, URL, RSS, Validators())
+    ingest(store, URL, ARCHIVE, Validators())
     rows = store.open_deliveries()
     with store.session() as run:
         opened = []
@@ -368,14 +369,14 @@ def test_a_session_shares_one_connection_between_threads(store):
 
 def test_concurrent_ingests_queue_each_delivery_exactly_once(store, database_url):
     store.subscribe("T1", "C1", "U1")
-    store.ingest(URL, RSS, Validators())
+    ingest(store, URL, RSS, Validators())
     stores = [open_store(database_url) for _ in range(4)]
     barrier = threading.Barrier(len(stores))
     results = []
 
     def poll(s: Store) -> None:
         barrier.wait()
-        results.append(s.ingest(URL, ARCHIVE, Validators()))
+        results.append(ingest(s, URL, ARCHIVE, Validators()))
 
     threads = [threading.Thread(target=poll, args=(s,)) for s in stores]
     for thread in threads:

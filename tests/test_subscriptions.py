@@ -9,6 +9,7 @@ import pytest
 
 from bot.feed import parse
 from bot.models import Validators
+from bot.route import ingest
 from bot.search.index import SearchIndex
 from bot.search.match import matched_keywords, split_keywords
 from bot.search.query import search
@@ -52,33 +53,33 @@ def test_list_and_unsubscribe(store: Store) -> None:
 
 
 def test_a_new_subscription_gets_what_arrives_after_it_never_the_backlog(store: Store) -> None:
-    store.ingest(FEED, RSS, Validators())  # baseline: recorded as seen
+    ingest(store, FEED, RSS, Validators())  # baseline: recorded as seen
     store.subscribe("T1", "C1", "U1")
-    assert store.ingest(FEED, RSS, Validators()).queued == 0
+    assert ingest(store, FEED, RSS, Validators()).queued == 0
     assert store.open_deliveries() == []
-    assert store.ingest(FEED, ARCHIVE[:3] + RSS, Validators()).queued == 3
+    assert ingest(store, FEED, ARCHIVE[:3] + RSS, Validators()).queued == 3
     store.subscribe("T1", "C2", "U1")  # after those three arrived
-    assert store.ingest(FEED, ARCHIVE, Validators()).queued == 2 * 3
+    assert ingest(store, FEED, ARCHIVE, Validators()).queued == 2 * 3
     by_channel = {c: [d.item_id for d in store.open_deliveries() if d.channel_id == c] for c in ("C1", "C2")}
     assert by_channel["C1"] == [i.id for i in NEW]
     assert by_channel["C2"] == [i.id for i in NEW[3:]]
 
 
 def test_a_paused_subscription_keeps_its_reason_and_receives_nothing(store: Store) -> None:
-    store.ingest(FEED, RSS, Validators())
+    ingest(store, FEED, RSS, Validators())
     store.subscribe("T1", "C1", "U1")
     store.pause_subscription("T1", "C1", "is_archived")
     sub = store.get_subscription("T1", "C1")
     assert sub is not None and sub.paused and sub.paused_reason == "is_archived"
-    assert store.ingest(FEED, ARCHIVE, Validators()).queued == 0
+    assert ingest(store, FEED, ARCHIVE, Validators()).queued == 0
     resumed, _ = store.subscribe("T1", "C1", "U1")
     assert not resumed.paused and resumed.paused_reason is None
 
 
 def test_keyword_subscriptions_queue_matching_items_with_the_matched_words(store: Store) -> None:
-    store.ingest(FEED, RSS, Validators())
+    ingest(store, FEED, RSS, Validators())
     store.subscribe("T1", "C1", "U1", ["FLOW", "forgets", "quantum"])
-    store.ingest(FEED, ARCHIVE, Validators())
+    ingest(store, FEED, ARCHIVE, Validators())
     queued = {d.item_id.rsplit("/", 1)[-1]: d.matched for d in store.open_deliveries()}
     assert queued == {"normalizing-flows": ("FLOW",), "scaling-laws-forgetting-finetuning": ("forgets",)}
 
@@ -108,11 +109,11 @@ KEYWORDS = ["diffusion", "model", "models", "flow", "pretraining", "data", "forg
 
 
 def test_a_subscription_matches_what_a_search_for_its_keywords_finds(store: Store) -> None:
-    store.ingest(FEED, RSS, Validators())  # baseline
+    ingest(store, FEED, RSS, Validators())  # baseline
     channels = {f"C{n}": keyword for n, keyword in enumerate(KEYWORDS)}
     for channel, keyword in channels.items():
         store.subscribe("T1", channel, "U1", [keyword])
-    store.ingest(FEED, ARCHIVE, Validators())
+    ingest(store, FEED, ARCHIVE, Validators())
     queued = {channel: set() for channel in channels}
     for delivery in store.open_deliveries():
         queued[delivery.channel_id].add(delivery.item_id)

@@ -12,6 +12,7 @@ from bot.commands import Invocation, Services, about_topics, handle
 from bot.config import Settings
 from bot.errors import EmbeddingError, SearchError
 from bot.models import Item, Validators
+from bot.route import Router, ingest
 from bot.search.embed import StaticModel
 from bot.search.topics import THRESHOLD, TopicMatcher
 from bot.store import Store
@@ -53,11 +54,11 @@ def test_subscribe_about_stores_the_topic_and_says_it_matches_by_meaning(store: 
 
 def test_new_items_match_a_topic_by_meaning_and_the_post_says_why(store: Store) -> None:
     store.migrate()
-    store.ingest(FEED, [], Validators())  # an empty first poll is no baseline
-    store.ingest(FEED, [item("old", "Old", "Old.")], Validators())  # the baseline
+    ingest(store, FEED, [], Validators())  # an empty first poll is no baseline
+    ingest(store, FEED, [item("old", "Old", "Old.")], Validators())  # the baseline
     store.subscribe("T1", "C1", "U1", [f"about:{TOPIC}"])
-    store.topic_matcher = TopicMatcher(StaticModel.bundled)
-    store.ingest(FEED, [SPEECH, UNRELATED], Validators())
+    router = Router(TopicMatcher(StaticModel.bundled).match)
+    ingest(store, FEED, [SPEECH, UNRELATED], Validators(), router=router)
     [delivery] = store.deliveries(channel_id="C1")
     assert delivery.item_id == SPEECH.id
     [matched] = delivery.matched

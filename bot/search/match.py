@@ -11,12 +11,14 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 
+from bot.models import MAX_KEYWORDS, TOPIC_PREFIX
 from bot.search.analysis import terms
 
+__all__ = ["MAX_KEYWORDS", "MAX_KEYWORD_CHARS", "TOPIC_PREFIX", "matched_keywords", "matcher",
+           "normalize_keywords", "split_keywords"]
+
 _WORD = re.compile(r"\w+", re.UNICODE)
-MAX_KEYWORDS = 20
 MAX_KEYWORD_CHARS = 60
-TOPIC_PREFIX = "about:"  # a subscription keyword that is a topic matched by meaning: "about:privacy"
 
 
 def normalize_keywords(raw: Iterable[str]) -> list[str]:

@@ -20,14 +20,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import date
-from typing import TYPE_CHECKING
+from typing import Protocol, TypeVar
 
 from bot.errors import SearchError
 from bot.models import SearchFilters
 from bot.search.words import MIN_FILLER_WORDS, STOPWORDS, content
-
-if TYPE_CHECKING:
-    from bot.search.index import Found, SearchIndex
 
 MAX_QUERY_CHARS = 256
 MAX_TERMS = 16
@@ -124,7 +121,17 @@ def _authors(text: str) -> tuple[str, ...]:
     return tuple(names)
 
 
-def search(index: SearchIndex, text: str, limit: int = 10) -> Found:
+_Found = TypeVar("_Found", covariant=True)
+
+
+class Searcher(Protocol[_Found]):
+    """What `search` runs a query on: bot.search.index.SearchIndex (named by what it does, not imported,
+    so the index can import this module and nothing here imports it back)."""
+
+    def search(self, query: Query, limit: int) -> _Found: ...
+
+
+def search(index: Searcher[_Found], text: str, limit: int = 10) -> _Found:
     """Ranked results for a user's query string (see bot.search.index for the ranking)."""
     if limit < 1 or limit > MAX_LIMIT:
         raise SearchError(f"limit must be between 1 and {MAX_LIMIT}.")

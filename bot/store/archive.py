@@ -1,7 +1,7 @@
 """The archive: items and their aliases, ingesting a feed's fetch (new items, edits, the feed's baseline
-poll, queueing deliveries), merging the research index, and reading items back (a part of `Store`). Search is
-not the archive's: the engine (bot.search.engine) is built from `each_item` and, when `change_marker` moves,
-refreshed from `changed_items`."""
+poll, writing the deliveries `bot.route` decided), merging the research index, and reading items back (a
+part of `Store`). Search is not the archive's: the engine (bot.search.engine) is built from `each_item` and,
+when `change_marker` moves, refreshed from `changed_items`."""
 
 from __future__ import annotations
 
@@ -9,15 +9,16 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
-from bot.models import Ingested, Item, Validators
+from bot.errors import RoutesStale
+from bot.models import Ingested, Item, Routes, Validators
 from bot.store.base import BULK_MERGE, StoreBase
 from bot.store.conn import Conn
 from bot.store.digests import queue_digest_items
 from bot.store.feed_state import baselined, touch_feed
-from bot.store.ledger import queue_deliveries, queue_follow_deliveries
+from bot.store.ledger import queue_routes
 from bot.store.merge import Batch, Known, enrichment, marks
 from bot.store.models import iso, row_item, utcnow
-from bot.store.subscriptions import active_subscriptions
+from bot.store.subscriptions import audience
 
 ITEM_PAGE = 1000  # rows read at a time by each_item
 ITEM_COLUMNS = (
@@ -42,21 +43,32 @@ class ArchiveMixin(StoreBase):
             return [item for item in items if known.id_of(item) is None], baseline
 
     def ingest(
-        self, url: str, items: Sequence[Item], validators: Validators, at: datetime | None = None
+        self, url: str, items: Sequence[Item], validators: Validators, at: datetime | None = None, *,
+        routes: Routes,
     ) -> Ingested:
         """Store a successful fetch of the feed at `url` in one transaction: new items, edits, aliases, feed
-        state, and a pending delivery for every (new item, matching subscription). Each feed's first
-        successful poll is its baseline: its items are recorded as seen and nothing is queued (so a feed
-        added later, or a changed FEED_URL, never floods the channels)."""
+        state, and the deliveries `routes` holds for the items that are new (`bot.route` decided them from
+        a read made before; no model runs here). Each feed's first successful poll is its baseline: its
+        items are recorded as seen and nothing is queued (so a feed added later, or a changed FEED_URL,
+        never floods the channels). Raises RoutesStale, writing nothing, when `routes` no longer holds: an
+        item is new that was not routed, or a subscription or follow changed since they were read."""
         now = iso(at or utcnow())
         with self._write() as db:
             baseline = not baselined(db, url)
             new, updated = _merge(db, items, now)
-            subs = active_subscriptions(db)
-            queued = 0 if baseline else queue_deliveries(db, new, subs, now, self.topic_matcher)
-            queued += 0 if baseline else queue_follow_deliveries(db, new, now, self.topic_matcher)
-            if not baseline:
-                queue_digest_items(db, new, subs, now, self.topic_matcher)
+            queued = 0
+            if not baseline and new:
+                unrouted = sum(item.id not in routes.items for item in new)
+                if unrouted or audience(db).version() != routes.audience:
+                    raise RoutesStale(
+                        f"routing is out of date ({unrouted} new item(s) not routed"
+                        f"{'' if unrouted else ', or subscriptions or follows changed'})"
+                    )
+                new_ids = {item.id for item in new}
+                # Routed items found already archived here (another process took them first) are left out.
+                mine = [r for r in routes.routes if r.item_id in new_ids]
+                queued = queue_routes(db, mine, now)
+                queue_digest_items(db, mine, now)
             touch_feed(db, url)
             db.execute(
                 "UPDATE feed_state SET last_poll = ?, last_success = ?, error_streak = 0, etag = ?, "

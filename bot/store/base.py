@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import copy
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import ClassVar, Self
 
 from bot.errors import StoreError
-from bot.models import Item
 from bot.store.conn import Conn
 
 # The schema's migrations, by name, in order: each backend applies exactly these (tests check it).
@@ -64,9 +63,6 @@ class StoreBase:
 
     backend: ClassVar[str] = ""
     _errors: ClassVar[tuple[type[Exception], ...]] = ()
-    # Matches new items to subscriptions' about: topics at ingest (bot.search.topics.TopicMatcher, set by the
-    # pipeline); None: topics match by their words.
-    topic_matcher: Callable[[Item, Sequence[str]], list[str]] | None = None
 
     def __init__(self) -> None:
         self._pin: _Pin | None = None

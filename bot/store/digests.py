@@ -14,12 +14,11 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
-from bot.models import Digest, Item, Subscription
+from bot.models import Digest, Item, Route, Subscription
 from bot.store.base import StoreBase
 from bot.store.conn import Conn
-from bot.store.ledger import TopicMatch, claim_row, queue_deliveries, subscription_matches
+from bot.store.ledger import claim_row, queue_routes
 from bot.store.models import iso, row_digest, row_item, row_subscription, utcnow
 
 # m011_digests, for both backends: {id} is the backend's own key column, {ref} its integer type.
@@ -186,24 +185,14 @@ class DigestsMixin(StoreBase):
             )
 
 
-def queue_digest_items(db: Conn, items: Sequence[Item], subs: Sequence[Subscription], now: str | None,
-                       topics: TopicMatch | None = None) -> int:
-    """At ingest: every new item waits for the next digest of each digest subscription it matches (the
-    per-item ledger leaves those subscriptions out; keywords and about: topics match as they do there).
-    Returns how many were queued."""
-    rows: list[list[Any]] = []
-    for sub in subs:
-        if sub.digest is None:
-            continue
-        for item in items:
-            matched = subscription_matches(item, sub.keywords, topics)
-            if sub.keywords and not matched:
-                continue
-            rows.append([sub.team_id, sub.channel_id, item.id, json.dumps(matched), now or iso(utcnow())])
+def queue_digest_items(db: Conn, routes: Sequence[Route], now: str | None) -> int:
+    """At ingest: every route to a digest (`bot.route` matched the item to a digest subscription, as it
+    matches a channel's) is an item waiting for that channel's next digest. Returns how many were queued."""
     return db.executemany(
         "INSERT INTO digest_items (team_id, channel_id, item_id, matched, arrived_at) VALUES (?, ?, ?, ?, ?) "
         "ON CONFLICT DO NOTHING",
-        rows,
+        [[r.team_id, r.to, r.item_id, json.dumps(list(r.matched)), now or iso(utcnow())]
+         for r in routes if r.target == "digest"],
     )
 
 
@@ -218,11 +207,13 @@ def _items_to_deliveries(db: Conn, sub: Subscription, now: str | None) -> None:
         "AND state = 'pending'))"
     )
     rows = db.rows(
-        "SELECT items.* FROM digest_items JOIN items ON items.id = digest_items.item_id "
-        f"WHERE {unposted} ORDER BY digest_items.arrived_at, items.published", key * 2,
+        "SELECT digest_items.item_id, digest_items.matched FROM digest_items JOIN items ON items.id = "
+        f"digest_items.item_id WHERE {unposted} ORDER BY digest_items.arrived_at, items.published",
+        key * 2,
     )
-    plain = Subscription(sub.team_id, sub.channel_id, sub.user_id, sub.created_at, sub.keywords)
-    queue_deliveries(db, [row_item(r) for r in rows], [plain], now)
+    # Each as it was matched when it arrived (why it matched stays what the post says).
+    queue_routes(db, [Route(r["item_id"], sub.team_id, sub.channel_id, "channel",
+                            tuple(json.loads(r["matched"] or "[]"))) for r in rows], now)
     db.execute(f"DELETE FROM digest_items WHERE {unposted}", key * 2)
     db.execute(
         "UPDATE digests SET state = 'failed', error = 'per_item', updated_at = ? "

@@ -1,13 +1,12 @@
 """People's follows (keywords that bring them a direct message per matching new item) and reading lists
 (saved items), per person and per workspace (a part of `Store`). A follow's direct messages are rows of the
-delivery ledger (target 'person'), queued at ingest by `bot.store.ledger.queue_follow_deliveries`."""
+delivery ledger (target 'person'), routed by `bot.route` and queued at ingest."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bot.models import SavedItem
-from bot.search.match import MAX_KEYWORDS
+from bot.models import MAX_KEYWORDS, SavedItem
 from bot.store.archive import ITEM_COLUMNS
 from bot.store.base import StoreBase
 from bot.store.conn import Conn

@@ -1,17 +1,16 @@
 """The delivery ledger: a row per (item, channel), or per (item, person) for a follow's direct message,
-queued at ingest, claimed, settled as sent or failed, or released to be retried (a part of `Store`)."""
+queued at ingest as `bot.route` decided, claimed, settled as sent or failed, or released to be retried (a
+part of `Store`)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from bot.models import Delivery, DeliveryBatch, Item, Subscription
-from bot.search.match import TOPIC_PREFIX, matched_keywords, matcher
-from bot.search.topics import words_only
+from bot.models import Delivery, DeliveryBatch, Route
 from bot.store.base import StoreBase
 from bot.store.conn import Conn
 from bot.store.models import iso, row_batch, row_delivery, utcnow
@@ -181,65 +180,22 @@ def batch_id_of(poll: str, team_id: str, channel_id: str) -> str:
     return hashlib.sha256(f"{poll}\x1f{team_id}\x1f{channel_id}".encode()).hexdigest()[:24]
 
 
-TopicMatch = Callable[[Item, Sequence[str]], list[str]]
-
-
-def queue_deliveries(db: Conn, items: Sequence[Item], subs: Sequence[Subscription], now: str | None,
-                     topics: TopicMatch | None = None) -> int:
-    """A pending delivery for every (new item, matching subscription); the ledger's unique (item, team,
-    channel) index makes a second one impossible. Every row records this poll (a fresh id), by which the
-    deliverer groups a burst. Returns how many were queued. A keyword "about:<topic>" is matched by `topics`
-    (bot.search.topics: by meaning); its label, prefixed, is kept in `matched`."""
+def queue_routes(db: Conn, routes: Sequence[Route], now: str | None) -> int:
+    """A pending delivery for every route to a channel or a person (`bot.route` decided them before the
+    transaction); the ledger's unique (item, team, channel) index makes a second one impossible. Every
+    channel row records this poll (a fresh id), by which the deliverer groups a burst; a person's row (a
+    follow's direct message, target 'person', channel_id the user ID) has none. Channel rows are queued
+    first, as they always were. Returns how many were queued."""
     poll = uuid.uuid4().hex
-    rows: list[list[Any]] = []
-    subs = [sub for sub in subs if sub.digest is None]  # a digest channel's items wait for its digest
-    for item in items:
-        for sub in subs:
-            matched = subscription_matches(item, sub.keywords, topics)
-            if sub.keywords and not matched:
-                continue
-            rows.append([item.id, sub.team_id, sub.channel_id, json.dumps(matched), now, now, poll])
-    return db.executemany(
+    queued = db.executemany(
         "INSERT INTO deliveries (item_id, team_id, channel_id, state, matched, attempts, created_at, "
         "updated_at, poll) VALUES (?, ?, ?, 'pending', ?, 0, ?, ?, ?) ON CONFLICT DO NOTHING",
-        rows,
+        [[r.item_id, r.team_id, r.to, json.dumps(list(r.matched)), now, now, poll]
+         for r in routes if r.target == "channel"],
     )
-
-
-def subscription_matches(item: Item, keywords: Sequence[str], topics: TopicMatch | None) -> list[str]:
-    """Which of a subscription's keywords `item` matches: words and phrases through the analyzer, and each
-    "about:<topic>" by `topics` (by meaning; without it, by the topic's words), kept prefixed."""
-    plain = [k for k in keywords if not k.startswith(TOPIC_PREFIX)]
-    about = [k[len(TOPIC_PREFIX):] for k in keywords if k.startswith(TOPIC_PREFIX)]
-    matched = matched_keywords(item.title, item.summary, plain)
-    if about:
-        matched += [TOPIC_PREFIX + label for label in (topics or words_only)(item, about)]
-    return matched
-
-
-def queue_follow_deliveries(db: Conn, items: Sequence[Item], now: str | None,
-                            topics: TopicMatch | None = None) -> int:
-    """A pending direct message (target 'person', channel_id the user ID) for every (new item, person whose
-    follows match it), outside disabled workspaces: one per person and item, however many of their keywords
-    match (`matched` lists them all). Returns how many were queued."""
-    follows: dict[tuple[str, str], list[str]] = {}
-    for r in db.rows(
-        "SELECT team_id, user_id, keyword FROM follows WHERE team_id NOT IN (SELECT team_id FROM workspaces) "
-        "ORDER BY team_id, user_id, keyword"
-    ):
-        follows.setdefault((r["team_id"], r["user_id"]), []).append(r["keyword"])
-    rows: list[list[Any]] = []
-    for item in items if follows else ():
-        matching = matcher(item.title, item.summary)
-        for (team_id, user_id), keywords in follows.items():
-            plain = [k for k in keywords if not k.startswith(TOPIC_PREFIX)]
-            matched = matching(plain)
-            if len(plain) < len(keywords):  # about: topics, by meaning as a subscription's
-                matched += subscription_matches(item, [k for k in keywords if k not in plain], topics)
-            if matched:
-                rows.append([item.id, team_id, user_id, json.dumps(matched), now, now])
-    return db.executemany(
+    return queued + db.executemany(
         "INSERT INTO deliveries (item_id, team_id, channel_id, target, state, matched, attempts, created_at, "
         "updated_at) VALUES (?, ?, ?, 'person', 'pending', ?, 0, ?, ?) ON CONFLICT DO NOTHING",
-        rows,
+        [[r.item_id, r.team_id, r.to, json.dumps(list(r.matched)), now, now]
+         for r in routes if r.target == "person"],
     )

@@ -6,8 +6,9 @@
                                      merge_index/preview_index (enrichment), get_item(s), latest, count_items,
                                      all_items, change_marker, changed_items
     feed_state.FeedStateMixin        feed state (validators, errors, baseline) and meta
-    subscriptions.SubscriptionsMixin subscriptions and workspaces
-    ledger.LedgerMixin               the delivery ledger: queue, claim, settle (sent, failed, released)
+    subscriptions.SubscriptionsMixin subscriptions and workspaces; the audience `bot.route` reads
+    ledger.LedgerMixin               the delivery ledger: queue (as routed), claim, settle (sent, failed,
+                                     released)
     follows.FollowsMixin             people's follows and reading lists (saved items)
     installations.InstallationsMixin installations and OAuth state (multi-workspace mode)
     digests.DigestsMixin             digest schedules, the items waiting for a digest, the digest ledger
@@ -37,9 +38,3 @@ from bot.store.vectors import VectorsMixin
 class Store(ArchiveMixin, FeedStateMixin, SubscriptionsMixin, LedgerMixin, InstallationsMixin, DigestsMixin,
             FollowsMixin, ConversationsMixin, VectorsMixin, AgentMixin):
     """The store's interface (see the module docstring); build one with `bot.store.open_store(url)`."""
-
-    @classmethod
-    def from_url(cls, url: str) -> Store:
-        from bot.store import open_store
-
-        return open_store(url)

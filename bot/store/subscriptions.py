@@ -1,11 +1,12 @@
-"""Subscriptions (a channel's keywords, pausing) and workspaces (disabled, forgotten) (a part of `Store`)."""
+"""Subscriptions (a channel's keywords, pausing) and workspaces (disabled, forgotten), and the audience of a
+new item read from them and from follows (what `bot.route` routes by) (a part of `Store`)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
 
-from bot.models import Subscription
+from bot.models import TOPIC_PREFIX, Audience, Subscription
 from bot.store.base import StoreBase
 from bot.store.conn import Conn
 from bot.store.models import iso, row_subscription, utcnow
@@ -87,6 +88,27 @@ class SubscriptionsMixin(StoreBase):
                 [f"paused: {reason}", now, team_id, channel_id],
             )
 
+    def audience(self) -> Audience:
+        """Who could receive a new item now: what `bot.route` decides from, before ingest."""
+        with self.connect() as db:
+            return audience(db)
+
+    def workspace_topics(self, team_id: str, except_channel: str | None = None) -> set[str]:
+        """The about: keywords (prefixed) of a workspace's subscriptions (but `except_channel`'s) and
+        follows, each once."""
+        with self.connect() as db:
+            rows = db.rows(
+                "SELECT keywords FROM subscriptions WHERE team_id = ? AND channel_id IS DISTINCT FROM ?",
+                [team_id, except_channel],
+            )
+            keywords = {k for r in rows for k in json.loads(r["keywords"] or "[]")}
+            rows = db.rows(
+                "SELECT DISTINCT keyword FROM follows WHERE team_id = ? AND keyword LIKE ?",
+                [team_id, TOPIC_PREFIX + "%"],
+            )
+            keywords |= {r["keyword"] for r in rows}
+        return {k for k in keywords if k.startswith(TOPIC_PREFIX)}
+
     # workspaces -----------------------------------------------------------------------------------------
 
     def disable_workspace(self, team_id: str, reason: str) -> None:
@@ -135,3 +157,15 @@ def active_subscriptions(db: Conn) -> list[Subscription]:
             "AND team_id NOT IN (SELECT team_id FROM workspaces) ORDER BY created_at, channel_id"
         )
     ]
+
+
+def audience(db: Conn) -> Audience:
+    """The active subscriptions and every person's follows outside disabled workspaces."""
+    follows: dict[tuple[str, str], list[str]] = {}
+    for r in db.rows(
+        "SELECT team_id, user_id, keyword FROM follows WHERE team_id NOT IN (SELECT team_id FROM workspaces) "
+        "ORDER BY team_id, user_id, keyword"
+    ):
+        follows.setdefault((r["team_id"], r["user_id"]), []).append(r["keyword"])
+    people = tuple((team, user, tuple(keywords)) for (team, user), keywords in follows.items())
+    return Audience(tuple(active_subscriptions(db)), people)

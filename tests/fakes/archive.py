@@ -8,6 +8,7 @@ from pathlib import Path
 
 from bot import feed
 from bot.models import Item, Validators
+from bot.route import ingest
 from bot.store import SQLiteStore, Store
 
 DATA = Path(__file__).resolve().parent.parent / "data"
@@ -37,7 +38,7 @@ def filled_store(directory: Path, path: Path = ARCHIVE, name: str = "bot.db") ->
     """A migrated store holding every item of the feed at `path` (ingested as the baseline poll)."""
     store = SQLiteStore(directory / name)
     store.migrate()
-    store.ingest(str(path), fixture_items(path), Validators(etag='"fixture"'))
+    ingest(store, str(path), fixture_items(path), Validators(etag='"fixture"'))
     return store
 
 
