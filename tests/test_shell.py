@@ -21,6 +21,7 @@ from bot.commands import Services
 from bot.config import Settings
 from bot.conversation import Question, reply_for
 from bot.models import Validators
+from bot.route import ingest
 from bot.search.index import SearchIndex, meaning_model
 from bot.shell import SHELL_CHANNEL_ID, SHELL_TEAM_ID, SHELL_USER_ID, SNAPSHOT, mrkdwn_to_text, render, run
 from bot.store import SQLiteStore, Store
@@ -161,7 +162,7 @@ def test_a_feed_failure_is_one_line(tmp_path: Path) -> None:
 def test_a_line_that_is_not_a_command_is_a_question_answered_as_a_dm_would_be(
     store: Store, database_url: str
 ) -> None:
-    store.ingest(str(ARCHIVE), fixture_items(ARCHIVE), Validators(etag='"fixture"'))
+    ingest(store, str(ARCHIVE), fixture_items(ARCHIVE), Validators(etag='"fixture"'))
     settings = Settings(database_url=database_url, feed_url=str(ARCHIVE), poll_interval=0)
     out = io.StringIO()
     lines = "what is new?\nwhat has apple published on captioning?\nand on-device?\n/mlresearch bogus\n"
