@@ -8,7 +8,7 @@ and `/slack/events` is not.
 Before Bolt sees a request to /slack/events, the Router verifies its signature (slack_sdk's
 SignatureVerifier, as Bolt does: an unsigned, badly signed or stale request, or one whose timestamp is not a
 number, gets 401), then its shape (the body must be what Bolt parses into a JSON object and reads without
-failing: 400 otherwise). Either answer is logged as one `event=request_rejected` line naming the reason only,
+failing, with the parts our listeners read shaped as Slack sends them: 400 otherwise). Either answer is logged as one `event=request_rejected` line naming the reason only,
 never a field of the body. Bolt verifies the signature again.
 
 SIGTERM or SIGINT stops the server: it stops accepting and finishes the requests in flight (up to 5 s),
@@ -75,6 +75,10 @@ HTTP_GRACE_SECONDS = 5.0
 MAX_REQUEST_AGE = 5 * 60  # seconds between a request's X-Slack-Request-Timestamp and now, either way
 # Where Slack always sends an object; Bolt's middleware and our listeners rely on it.
 OBJECTS = ("event", "view")
+# In an interactive payload (a click, a submission, a shortcut): objects when present and not null.
+INTERACTIVE_OBJECTS = ("user", "team", "channel", "container", "message", "enterprise")
+INTERACTIVE_TYPES = frozenset({"block_actions", "block_suggestion", "interactive_message", "view_submission",
+                               "view_closed", "shortcut", "message_action"})
 BOLT_READERS = (to_options, to_shortcut, to_action, to_view, to_command, to_event, to_message, to_step)
 
 StartResponse = Callable[..., Any]
@@ -170,7 +174,7 @@ def _misshapen(text: str, content_type: str | None) -> tuple[int, str] | None:
         return 400, "body_not_json"
     if not isinstance(body, dict):
         return 400, "body_not_an_object"
-    if any(key in body and not isinstance(body[key], dict) for key in OBJECTS):
+    if any(key in body and not isinstance(body[key], dict) for key in OBJECTS) or not _parts_fit(body):
         return 400, "unexpected_shape"
     try:
         build_context(BoltContext(), body)
@@ -180,6 +184,26 @@ def _misshapen(text: str, content_type: str | None) -> tuple[int, str] | None:
     if any(part is not None and not isinstance(part, dict) for part in parts):
         return 400, "unexpected_shape"
     return None
+
+
+def _parts_fit(body: dict[str, Any]) -> bool:
+    """Whether the parts of a body that Bolt's matchers and our listeners read have the shapes Slack sends:
+    an interactive payload's user, team, channel... are objects; each of its `actions` is an object with a
+    string `action_id`; a `tokens_revoked` event's `tokens` is an object of lists of strings."""
+    if body.get("type") in INTERACTIVE_TYPES:
+        if any(body.get(key) is not None and not isinstance(body[key], dict) for key in INTERACTIVE_OBJECTS):
+            return False
+        actions, key = body.get("actions"), "action_id" if body["type"] == "block_actions" else "name"
+        if actions is not None and not (isinstance(actions, list) and all(
+                isinstance(a, dict) and isinstance(a.get(key), str) for a in actions)):
+            return False
+    event = body.get("event")
+    if isinstance(event, dict) and "tokens" in event:
+        tokens = event["tokens"]
+        if not (isinstance(tokens, dict) and all(
+                isinstance(v, list) and all(isinstance(x, str) for x in v) for v in tokens.values())):
+            return False
+    return True
 
 
 _REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed",

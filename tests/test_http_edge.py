@@ -133,6 +133,10 @@ def _action(**fields: Any) -> bytes:
     return urlencode({"payload": json.dumps(payload)}).encode()
 
 
+def _revoked(tokens: Any) -> bytes:
+    return event_body({"type": "tokens_revoked", "tokens": tokens}, team="TVICTIM")
+
+
 @pytest.mark.parametrize(("name", "body", "content_type", "reason"), [
     ("payload_not_json", _payload("{not json TVICTIM"), FORM, "body_not_json"),
     ("payload_a_string", _payload('"TVICTIM"'), FORM, "body_not_an_object"),
@@ -147,6 +151,14 @@ def _action(**fields: Any) -> bytes:
     ("team_a_number", _action(team=5), FORM, "unexpected_shape"),
     ("actions_empty", _action(actions=[]), FORM, "unexpected_shape"),
     ("actions_a_string", _action(actions="TVICTIM"), FORM, "unexpected_shape"),
+    ("actions_null_inside", _action(actions=[None]), FORM, "unexpected_shape"),
+    ("action_without_id", _action(actions=[{"value": "TVICTIM"}]), FORM, "unexpected_shape"),
+    ("action_id_a_number", _action(actions=[{"action_id": 5, "value": "TVICTIM"}]), FORM, "unexpected_shape"),
+    ("channel_a_string", _action(channel="C0VICTIM"), FORM, "unexpected_shape"),
+    ("user_a_list", _action(user=["TVICTIM"]), FORM, "unexpected_shape"),
+    ("tokens_a_string", _revoked("TVICTIM"), JSON, "unexpected_shape"),
+    ("tokens_a_list", _revoked(["TVICTIM"]), JSON, "unexpected_shape"),
+    ("tokens_bot_null_inside", _revoked({"bot": [None]}), JSON, "unexpected_shape"),
     ("view_without_type", json.dumps({"type": "view_submission", "team": {"id": "TVICTIM"},
                                       "view": {"id": "V1", "callback_id": "c"}}).encode(),
      JSON, "unexpected_shape"),
