@@ -8,8 +8,9 @@ and `/slack/events` is not.
 Before Bolt sees a request to /slack/events, the Router verifies its signature (slack_sdk's
 SignatureVerifier, as Bolt does: an unsigned, badly signed or stale request, or one whose timestamp is not a
 number, gets 401), then its shape (the body must be what Bolt parses into a JSON object and reads without
-failing, with the parts our listeners read shaped as Slack sends them: 400 otherwise). Either answer is logged as one `event=request_rejected` line naming the reason only,
-never a field of the body. Bolt verifies the signature again.
+failing, the parts our listeners read shaped as Slack sends them: 400 otherwise). Either answer is logged as
+one `event=request_rejected` line naming the reason only, never a field of the body.
+Bolt verifies the signature again.
 
 SIGTERM or SIGINT stops the server: it stops accepting and finishes the requests in flight (up to 5 s),
 the poller finishes its cycle (deliveries not yet posted stay pending), lazy listeners drain, and `serve`
