@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import re
 import secrets
 import threading
 from datetime import datetime, timedelta
@@ -56,6 +57,7 @@ STATE_SECONDS = 600
 STATE_CAP = 1_000  # OAuth states kept at most (see StoreStates)
 ROTATE_MINUTES = 120  # refresh a bot token this long before it expires (Slack's tokens live 12 hours)
 
+_REASON = re.compile(r"[a-z][a-z0-9_]{0,59}")
 _INSTALLATION_FIELDS = frozenset(inspect.signature(Installation.__init__).parameters) - {"self"}
 _TIME_FIELDS = {"bot_token_expires_at": int, "user_token_expires_at": int, "installed_at": float}
 _locks: dict[str, threading.Lock] = {}
@@ -354,7 +356,10 @@ def _installed(args: SuccessArgs) -> BoltResponse:
 
 
 def _install_failed(args: FailureArgs) -> BoltResponse:
-    log.warning("event=install_failed reason=%s status=%d", args.reason, args.suggested_status_code)
+    # Bolt's own reasons, or Slack's `error` from the redirect's query string (access_denied...): anyone can
+    # put any text there, so a reason that is not one word of Slack's alphabet is logged as `unrecognized`.
+    reason = args.reason if _REASON.fullmatch(args.reason or "") else "unrecognized"
+    log.warning("event=install_failed reason=%s status=%d", reason, args.suggested_status_code)
     return args.default.failure(args)
 
 

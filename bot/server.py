@@ -191,10 +191,11 @@ def _parts_fit(body: dict[str, Any]) -> bool:
     """Whether the parts of a body that Bolt's matchers and our listeners read have the shapes Slack sends:
     an interactive payload's user, team, channel... are objects; each of its `actions` is an object with a
     string `action_id`; a `tokens_revoked` event's `tokens` is an object of lists of strings."""
-    if body.get("type") in INTERACTIVE_TYPES:
+    kind = body.get("type")
+    if isinstance(kind, str) and kind in INTERACTIVE_TYPES:
         if any(body.get(key) is not None and not isinstance(body[key], dict) for key in INTERACTIVE_OBJECTS):
             return False
-        actions, key = body.get("actions"), "action_id" if body["type"] == "block_actions" else "name"
+        actions, key = body.get("actions"), "action_id" if kind == "block_actions" else "name"
         if actions is not None and not (isinstance(actions, list) and all(
                 isinstance(a, dict) and isinstance(a.get(key), str) for a in actions)):
             return False

@@ -156,6 +156,7 @@ def _revoked(tokens: Any) -> bytes:
     ("action_id_a_number", _action(actions=[{"action_id": 5, "value": "TVICTIM"}]), FORM, "unexpected_shape"),
     ("channel_a_string", _action(channel="C0VICTIM"), FORM, "unexpected_shape"),
     ("user_a_list", _action(user=["TVICTIM"]), FORM, "unexpected_shape"),
+    ("type_a_list", _action(type=["block_actions"]), FORM, "unexpected_shape"),
     ("tokens_a_string", _revoked("TVICTIM"), JSON, "unexpected_shape"),
     ("tokens_a_list", _revoked(["TVICTIM"]), JSON, "unexpected_shape"),
     ("tokens_bot_null_inside", _revoked({"bot": [None]}), JSON, "unexpected_shape"),

@@ -225,6 +225,20 @@ def test_a_bad_state_or_code_shows_an_error_and_stores_nothing(
         assert code in workspaces.codes  # never exchanged
 
 
+def test_an_error_on_the_redirect_forges_no_log_fields(bot: ServeProcess) -> None:
+    before = len(bot.output())
+    forged = "x%20event%3Dinstalled%20team%3DTEVIL"
+    status, _headers, page = get(bot.base + f"/slack/oauth_redirect?error={forged}")
+    assert status == 200 and "Something Went Wrong" in page
+    status, _headers, _page = get(bot.base + "/slack/oauth_redirect?error=access_denied")
+    assert status == 200
+    wait_until(lambda: "reason=access_denied" in bot.output()[before:], what="the second failure's line")
+    lines = [line for line in bot.output()[before:].splitlines() if "event=install_failed" in line]
+    assert "TEVIL" not in bot.output()[before:] and "event=installed" not in bot.output()[before:]
+    assert [line.split("event=install_failed ")[1] for line in lines] == [
+        "reason=unrecognized status=200", "reason=access_denied status=200"]
+
+
 def test_a_command_is_served_with_its_workspace_token(
     bot: ServeProcess, store: Store, slack: FakeSlack, workspaces: SlackWorkspaces
 ) -> None:
