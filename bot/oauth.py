@@ -247,19 +247,21 @@ class StoreInstallations(InstallationStore):
             self.save(installation)
 
 
-def reseal_installations(store: Store, cipher: TokenCipher) -> tuple[int, int]:
+def reseal_installations(store: Store, cipher: TokenCipher | None) -> tuple[int, int]:
     """Seal every stored installation with the cipher's first key: after TOKEN_ENCRYPTION_KEY is first set
     (plain rows), or when a new key has been put first (rotation). Returns (resealed, unreadable): an
-    installation none of the keys opens is left as it is."""
+    installation none of the keys opens (or a sealed one, without a cipher) is left as it is. Without a
+    cipher nothing is rewritten; the sealed installations are counted."""
     unreadable = 0
 
     def reseal(data: dict[str, Any]) -> dict[str, Any] | None:
         nonlocal unreadable
         try:
-            return seal(unseal(data, cipher), cipher)
+            opened = unseal(data, cipher)
         except SecretError:
             unreadable += 1
             return None
+        return seal(opened, cipher) if cipher is not None else None
 
     return store.rewrite_installations(reseal), unreadable
 

@@ -274,6 +274,9 @@ def serve(settings: Settings) -> int:
     if settings.oauth_enabled and settings.slack_bot_token:
         log.warning("event=config_ignored variable=SLACK_BOT_TOKEN detail=\"SLACK_CLIENT_ID and "
                     "SLACK_CLIENT_SECRET are set: every workspace uses the token of its own installation\"")
+    if settings.oauth_enabled and not settings.token_encryption_keys:
+        log.warning("event=config_warning variable=TOKEN_ENCRYPTION_KEY detail=\"not set: each workspace's "
+                    "OAuth tokens are stored unencrypted in the database\"")
     try:
         server = create_http_server(Router(slack, store, oauth, settings.slack_signing_secret), settings.port)
     except OSError as exc:

@@ -225,6 +225,10 @@ def test_a_bad_state_or_code_shows_an_error_and_stores_nothing(
         assert code in workspaces.codes  # never exchanged
 
 
+def test_without_an_encryption_key_serve_says_so_once_at_start(bot: ServeProcess) -> None:
+    assert bot.output().count("event=config_warning variable=TOKEN_ENCRYPTION_KEY") == 1
+
+
 def test_an_error_on_the_redirect_forges_no_log_fields(bot: ServeProcess) -> None:
     before = len(bot.output())
     forged = "x%20event%3Dinstalled%20team%3DTEVIL"
