@@ -420,7 +420,7 @@ def _invocation(body: dict[str, Any]) -> Invocation:
 def _respond_ok(respond: Respond, **message: Any) -> bool:
     try:
         return respond(**message).status_code == 200
-    except OSError as exc:  # the response_url could not be reached
+    except (OSError, ValueError) as exc:  # the response_url could not be reached (or there is none)
         log.warning("event=respond_failed error=%s", type(exc).__name__)
         return False
 
