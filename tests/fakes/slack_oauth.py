@@ -120,6 +120,7 @@ class SlackWorkspaces:
         with self._lock:
             token = f"xoxb-{team_id}-{next(self._serial)}-secret"
             self.tokens[token] = team_id
+            self.slack.bots[token] = (f"UBOT{team_id}", f"B{team_id}")  # its posts: as auth.test says
             self.latest[team_id] = token
             return token
 
