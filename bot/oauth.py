@@ -15,7 +15,9 @@ refreshes included, goes to SLACK_API_URL.
   per-workspace lock, so Bolt's request path and the poller's deliveries share one refresh (a refresh token is
   good for one use).
 - `StoreStates`: `OAuthStateStore` over `Store.issue_oauth_state`/`consume_oauth_state` (valid once, for
-  `STATE_SECONDS`; expired states are deleted whenever one is issued, and at most `STATE_CAP` are kept).
+  `STATE_SECONDS`; expired states are deleted whenever one is issued; at most `STATE_CAP` are kept, and
+  past it no state is issued (`InstallsBusy`) rather than one in progress pushed out). `bot.server` also
+  limits install pages per client.
 - `WorkspaceClients`: `client_for(team_id)` of the deliverer: each workspace posts with its own bot token; a
   workspace with no installation gets no client (its rows fail, `not_installed`), never another workspace's.
 """
@@ -44,7 +46,7 @@ from slack_sdk.oauth.state_store import OAuthStateStore
 from slack_sdk.oauth.token_rotation import TokenRotator
 
 from bot.config import Settings
-from bot.errors import SecretError, StoreError, WorkspaceUnavailable
+from bot.errors import InstallsBusy, SecretError, StoreError, WorkspaceUnavailable
 from bot.secrets_at_rest import TokenCipher, seal, unseal
 from bot.slackweb import TRANSPORT_ERRORS, make_client
 from bot.store import Store, utcnow
@@ -271,8 +273,8 @@ def reseal_installations(store: Store, cipher: TokenCipher | None) -> tuple[int,
 
 class StoreStates(OAuthStateStore):
     """OAuth `state` values in our store: each valid once, for `expiration_seconds`. Issuing one deletes the
-    expired ones, and at most `cap` are kept (the oldest go first: a flood of /slack/install requests can
-    only make an installer start again, never grow the table)."""
+    expired ones; at most `cap` are kept, and past it `issue` raises InstallsBusy (the installs in progress
+    keep their states: a flood of /slack/install requests can only delay a new install)."""
 
     def __init__(self, store: Store, expiration_seconds: int = STATE_SECONDS, *,
                  cap: int = STATE_CAP) -> None:
@@ -287,7 +289,9 @@ class StoreStates(OAuthStateStore):
     def issue(self, *args: Any, **kwargs: Any) -> str:
         state = secrets.token_urlsafe(24)
         expires = utcnow() + timedelta(seconds=self.expiration_seconds)
-        self.store.issue_oauth_state(state, expires, cap=self.cap)
+        if not self.store.issue_oauth_state(state, expires, cap=self.cap):
+            log.warning("event=install_refused reason=states_full cap=%d", self.cap)
+            raise InstallsBusy("too many installs are in progress; try again in a few minutes")
         return state
 
     def consume(self, state: str) -> bool:

@@ -2,7 +2,10 @@
 
 HTTP routes: `POST /slack/events` (commands, events, interactivity), `GET /healthz` (JSON), and in OAuth
 mode (SLACK_CLIENT_ID and SLACK_CLIENT_SECRET set) `GET /slack/install` and `GET /slack/oauth_redirect`
-(Bolt's OAuth flow, see `bot.oauth`); anything else 404. In Socket Mode, `/healthz` is still served on $PORT
+(Bolt's OAuth flow, see `bot.oauth`; each install page writes an OAuth state, so one client may open
+INSTALL_LIMIT of them per INSTALL_WINDOW, by its connecting address, and past that gets 429; when the states
+table is full the page is a 503 that asks to try again, and the installs in progress keep theirs); anything
+else 404. In Socket Mode, `/healthz` is still served on $PORT
 and `/slack/events` is not.
 
 Before Bolt sees a request to /slack/events, the Router verifies its signature (slack_sdk's
@@ -19,12 +22,14 @@ returns 0, all well within Heroku's 30 s.
 
 from __future__ import annotations
 
+import html
 import io
 import json
 import logging
 import signal
 import threading
 import time
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
@@ -49,7 +54,7 @@ from waitress import create_server, wasyncore
 from bot import memory
 from bot.app import LAZY_WORKERS, build_app, make_services, web_client
 from bot.config import Settings
-from bot.errors import ServeError, StoreError
+from bot.errors import InstallsBusy, ServeError, StoreError
 from bot.store import Store, iso, open_store
 
 if TYPE_CHECKING:
@@ -73,6 +78,9 @@ POLLER_STOP_SECONDS = 20.0
 POLLER_START_DELAY = 0.5
 LAZY_DRAIN_SECONDS = 3.0
 HTTP_GRACE_SECONDS = 5.0
+INSTALL_LIMIT = 30  # install pages (each an OAuth state) one client may open per INSTALL_WINDOW
+INSTALL_WINDOW = 600.0  # seconds: an OAuth state's life (bot.oauth.STATE_SECONDS)
+MAX_CLIENTS = 10_000  # clients the install limit remembers (the longest unseen are forgotten first)
 MAX_REQUEST_AGE = 5 * 60  # seconds between a request's X-Slack-Request-Timestamp and now, either way
 # Where Slack always sends an object; Bolt's middleware and our listeners rely on it.
 OBJECTS = ("event", "view")
@@ -102,16 +110,47 @@ def health(store: Store) -> tuple[int, dict[str, Any]]:
         return 503, {"status": "error", "error": "database unavailable"}
 
 
+class RateLimit:
+    """At most `limit` events per client in any `window` seconds (a sliding window), remembering at most
+    `max_clients` clients (the longest unseen are forgotten first). `allow(client)` is None when the event
+    may go ahead (it is counted), else the seconds until it may."""
+
+    def __init__(self, limit: int, window: float, *, max_clients: int = MAX_CLIENTS,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.limit = limit
+        self.window = window
+        self.max_clients = max_clients
+        self.clock = clock
+        self._seen: OrderedDict[str, deque[float]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def allow(self, client: str) -> float | None:
+        now = self.clock()
+        with self._lock:
+            times = self._seen.pop(client, None) or deque()
+            while times and times[0] <= now - self.window:
+                times.popleft()
+            self._seen[client] = times  # now the most recently seen
+            while len(self._seen) > self.max_clients:
+                self._seen.popitem(last=False)
+            if len(times) >= self.limit:
+                return max(times[0] + self.window - now, 1.0)
+            times.append(now)
+            return None
+
+
 class Router:
     """The WSGI application: Slack's Request URL to Bolt (verified and checked first when `signing_secret` is
-    given, as in HTTP mode), /healthz, and 404 for everything else."""
+    given, as in HTTP mode), /healthz, and 404 for everything else. In OAuth mode, /slack/install pages are
+    limited per client (`install_limit`, by the connecting address): each writes an OAuth state."""
 
     def __init__(self, slack: WsgiApp | None, store: Store, oauth: WsgiApp | None = None,
-                 signing_secret: str | None = None) -> None:
+                 signing_secret: str | None = None, install_limit: RateLimit | None = None) -> None:
         self.slack = slack
         self.store = store
         self.oauth = oauth
         self.verifier = SignatureVerifier(signing_secret) if signing_secret else None
+        self.install_limit = install_limit or RateLimit(INSTALL_LIMIT, INSTALL_WINDOW)
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO") or "/"
@@ -129,7 +168,16 @@ class Router:
         if path in OAUTH_PATHS and self.oauth is not None:
             if method != "GET":
                 return _json(start_response, 405, {"error": "method not allowed"}, [("Allow", "GET")])
-            return self.oauth(environ, start_response)
+            if path == OAUTH_PATHS[0]:
+                wait = self.install_limit.allow(str(environ.get("REMOTE_ADDR") or "-"))
+                if wait is not None:
+                    log.warning("event=install_refused reason=rate_limited retry_after=%d", wait)
+                    return _page(start_response, 429, "Too many install attempts from your address. Please "
+                                 f"try again in {max(1, round(wait / 60))} minute(s).", wait)
+            try:
+                return self.oauth(environ, start_response)
+            except InstallsBusy as exc:
+                return _page(start_response, 503, f"Sorry: {exc}.", INSTALL_WINDOW / 10)
         if path == HEALTH_PATH:
             if method not in ("GET", "HEAD"):
                 return _json(start_response, 405, {"error": "method not allowed"}, [("Allow", "GET, HEAD")])
@@ -215,7 +263,7 @@ def _parts_fit(body: dict[str, Any]) -> bool:
 
 
 _REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed",
-            503: "Service Unavailable"}
+            429: "Too Many Requests", 503: "Service Unavailable"}
 
 
 def _json(start_response: StartResponse, status: int, body: dict[str, Any],
@@ -225,6 +273,16 @@ def _json(start_response: StartResponse, status: int, body: dict[str, Any],
                ("Cache-Control", "no-store"), *(extra or [])]
     start_response(f"{status} {_REASONS.get(status, '')}".strip(), headers)
     return [] if head else [data]
+
+
+def _page(start_response: StartResponse, status: int, text: str, retry_after: float) -> list[bytes]:
+    """A short HTML page for a person in a browser (the install flow), with Retry-After."""
+    data = (f"<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>mlresearch-bot</title></head>"
+            f"<body><p>{html.escape(text)}</p></body></html>").encode()
+    start_response(f"{status} {_REASONS.get(status, '')}".strip(), [
+        ("Content-Type", "text/html; charset=utf-8"), ("Content-Length", str(len(data))),
+        ("Cache-Control", "no-store"), ("Retry-After", str(max(1, int(retry_after))))])
+    return [data]
 
 
 def create_http_server(wsgi: WsgiApp, port: int, host: str = "0.0.0.0") -> Any:
