@@ -7,8 +7,12 @@ exchanged through `oauth.v2.access`, the installation saved). Every Web API call
 refreshes included, goes to SLACK_API_URL.
 
 - `StoreInstallations`: slack_sdk's `InstallationStore` over `Store.save_installation`/`find_installation`/
-  `delete_installation`. One installation per workspace (keyed by team id; an org-wide install by enterprise
-  id), kept as the JSON of `Installation.to_dict()` with its times as numbers. Saving an installation (a new
+  `delete_installation`. One installation per workspace, keyed by team id, kept as the JSON of
+  `Installation.to_dict()` with its times as numbers.
+- Enterprise Grid: the app is installed workspace by workspace (as `manifest.json` says:
+  `org_deploy_enabled: false`). An org-wide install is refused at the redirect with a page that says so,
+  and the token Slack issued for it is revoked: every workspace's subscriptions, follows and deliveries are
+  keyed by its team, and an org-wide token would leave them all `not_installed`. Saving an installation (a new
   install, a reinstall, a rotated token) re-enables a workspace that delivery had disabled.
 - Token rotation: when an installation has a refresh token, `find_installation` refreshes a bot token that
   expires within `ROTATE_MINUTES` (oauth.v2.access, grant_type=refresh_token) and saves the result, under a
@@ -24,6 +28,7 @@ refreshes included, goes to SLACK_API_URL.
 
 from __future__ import annotations
 
+import html
 import inspect
 import logging
 import re
@@ -40,7 +45,7 @@ from slack_bolt.oauth.callback_options import CallbackOptions, FailureArgs, Succ
 from slack_bolt.oauth.oauth_settings import OAuthSettings
 from slack_bolt.response import BoltResponse
 from slack_sdk import WebClient
-from slack_sdk.errors import SlackTokenRotationError
+from slack_sdk.errors import SlackApiError, SlackTokenRotationError
 from slack_sdk.oauth.installation_store import Bot, Installation, InstallationStore
 from slack_sdk.oauth.state_store import OAuthStateStore
 from slack_sdk.oauth.token_rotation import TokenRotator
@@ -121,16 +126,30 @@ def _expiring(installation: Installation, minutes: int) -> bool:
     return bool(installation.bot_refresh_token) and expires is not None and expires <= time() + minutes * 60
 
 
+class OrgWideInstall(BoltError):
+    """An org-wide (Enterprise Grid) install, which this app does not take: install it in each workspace."""
+
+
+ORG_WIDE_PAGE = """<!DOCTYPE html><html><head><meta charset="utf-8"><title>mlresearch-bot</title></head><body>
+<h2>Install mlresearch-bot in each workspace</h2>
+<p>This app is installed workspace by workspace, not across a whole Enterprise Grid organization, so nothing
+was installed. Please <a href="{install}">install it from a workspace</a> (an organization admin can also add
+it to chosen workspaces from the admin dashboard).</p></body></html>"""
+
+
 class StoreInstallations(InstallationStore):
     """slack_sdk's InstallationStore over our store; refreshes expiring bot tokens when `rotator` is set, and
-    seals installations with `cipher` (TOKEN_ENCRYPTION_KEY) when there is one (bot.secrets_at_rest)."""
+    seals installations with `cipher` (TOKEN_ENCRYPTION_KEY) when there is one (bot.secrets_at_rest). An
+    org-wide install is not saved (OrgWideInstall); its token is revoked through `client` when given."""
 
     def __init__(self, store: Store, *, rotator: TokenRotator | None = None,
-                 rotate_minutes: int = ROTATE_MINUTES, cipher: TokenCipher | None = None) -> None:
+                 rotate_minutes: int = ROTATE_MINUTES, cipher: TokenCipher | None = None,
+                 client: WebClient | None = None) -> None:
         self.store = store
         self.rotator = rotator
         self.rotate_minutes = rotate_minutes
         self.cipher = cipher
+        self.client = client
 
     @property
     def logger(self) -> Logger:
@@ -139,6 +158,8 @@ class StoreInstallations(InstallationStore):
     # saving -------------------------------------------------------------------------------------------
 
     def save(self, installation: Installation) -> None:
+        if installation.is_enterprise_install:
+            self._refuse_org_wide(installation)
         team_id, enterprise_id = installation_key(installation.team_id, installation.enterprise_id,
                                                   installation.is_enterprise_install)
         try:
@@ -149,6 +170,21 @@ class StoreInstallations(InstallationStore):
             log.error("event=installation_save_failed team=%s error=%s", team_id or enterprise_id,
                       " ".join(str(exc).split())[:200])
             raise BoltError(f"could not save the installation: {exc}") from exc
+
+    def _refuse_org_wide(self, installation: Installation) -> None:
+        """Revoke the token of an org-wide install (so Slack does not keep it installed) and refuse it."""
+        revoked = "no"
+        if self.client is not None and installation.bot_token:
+            try:
+                self.client.auth_revoke(token=installation.bot_token)
+                revoked = "yes"
+            except SlackApiError as exc:
+                revoked = str(exc.response.get("error") or "unknown_error")[:60]
+            except TRANSPORT_ERRORS as exc:
+                revoked = type(exc).__name__
+        log.warning("event=install_refused reason=org_wide enterprise=%s revoked=%s",
+                    installation.enterprise_id or "-", revoked)
+        raise OrgWideInstall("org-wide installs are not supported: install the app in each workspace")
 
     def save_bot(self, bot: Bot) -> None:
         current = self._load(installation_key(bot.team_id, bot.enterprise_id, bot.is_enterprise_install))
@@ -315,7 +351,7 @@ def oauth_settings(settings: Settings, store: Store, client: WebClient) -> OAuth
     """Bolt's OAuth settings: our installation and state stores, the configured scopes, and a token rotator
     and authorizer whose calls go through `client` (SLACK_API_URL)."""
     installations = StoreInstallations(store, rotator=rotator(settings, client),
-                                       cipher=TokenCipher.of(settings.token_encryption_keys))
+                                       cipher=TokenCipher.of(settings.token_encryption_keys), client=client)
     bolt_logger = logging.getLogger("slack_bolt.oauth")
     oauth = OAuthSettings(
         client_id=settings.slack_client_id,
@@ -362,6 +398,9 @@ def _installed(args: SuccessArgs) -> BoltResponse:
 
 
 def _install_failed(args: FailureArgs) -> BoltResponse:
+    if isinstance(args.error, OrgWideInstall):  # logged when refused; a page that says what to do instead
+        page = ORG_WIDE_PAGE.format(install=html.escape(INSTALL_PATH))
+        return BoltResponse(status=400, body=page, headers={"Content-Type": "text/html; charset=utf-8"})
     # Bolt's own reasons, or Slack's `error` from the redirect's query string (access_denied...): anyone can
     # put any text there, so a reason that is not one word of Slack's alphabet is logged as `unrecognized`.
     reason = args.reason if _REASON.fullmatch(args.reason or "") else "unrecognized"
