@@ -3,10 +3,10 @@
 HTTP routes: `POST /slack/events` (commands, events, interactivity), `GET /healthz` (JSON), and in OAuth
 mode (SLACK_CLIENT_ID and SLACK_CLIENT_SECRET set) `GET /slack/install` and `GET /slack/oauth_redirect`
 (Bolt's OAuth flow, see `bot.oauth`; each install page writes an OAuth state, so one client may open
-INSTALL_LIMIT of them per INSTALL_WINDOW, by its connecting address, and past that gets 429; when the states
-table is full the page is a 503 that asks to try again, and the installs in progress keep theirs); anything
-else 404. In Socket Mode, `/healthz` is still served on $PORT
-and `/slack/events` is not.
+INSTALL_LIMIT of them per INSTALL_WINDOW, by its address (on Heroku, as its router saw it), and past that
+gets 429; when the states table is full the page is a 503 that asks to try again, and the installs in
+progress keep theirs); anything else 404. In Socket Mode, `/healthz` is still served on $PORT and
+`/slack/events` is not.
 
 Before Bolt sees a request to /slack/events, the Router verifies its signature (slack_sdk's
 SignatureVerifier, as Bolt does: an unsigned, badly signed or stale request, or one whose timestamp is not a
@@ -285,10 +285,16 @@ def _page(start_response: StartResponse, status: int, text: str, retry_after: fl
     return [data]
 
 
-def create_http_server(wsgi: WsgiApp, port: int, host: str = "0.0.0.0") -> Any:
-    """A bound (not yet running) waitress server; `.effective_port` is the port it listens on."""
+def create_http_server(wsgi: WsgiApp, port: int, host: str = "0.0.0.0", *,
+                       behind_router: bool = False) -> Any:
+    """A bound (not yet running) waitress server; `.effective_port` is the port it listens on. Proxy headers
+    are dropped, except `behind_router` (Heroku, `Settings.behind_router`): then the last X-Forwarded-For
+    address, the one Heroku's router appends, is the client's (REMOTE_ADDR)."""
+    proxy: dict[str, Any] = {}
+    if behind_router:
+        proxy = {"trusted_proxy": "*", "trusted_proxy_count": 1, "trusted_proxy_headers": {"x-forwarded-for"}}
     return create_server(wsgi, host=host, port=port, threads=HTTP_THREADS, ident="mlresearch-bot",
-                         max_request_body_size=MAX_BODY, clear_untrusted_proxy_headers=True)
+                         max_request_body_size=MAX_BODY, clear_untrusted_proxy_headers=True, **proxy)
 
 
 def start_poller(settings: Settings, store: Store) -> Poller | None:
@@ -339,7 +345,8 @@ def serve(settings: Settings) -> int:
         log.warning("event=config_warning variable=TOKEN_ENCRYPTION_KEY detail=\"not set: each workspace's "
                     "OAuth tokens are stored unencrypted in the database\"")
     try:
-        server = create_http_server(Router(slack, store, oauth, settings.slack_signing_secret), settings.port)
+        server = create_http_server(Router(slack, store, oauth, settings.slack_signing_secret), settings.port,
+                                    behind_router=settings.behind_router)
     except OSError as exc:
         raise ServeError(f"cannot listen on port {settings.port}: {exc.strerror or exc}") from None
     socket_handler = _connect_socket_mode(app, settings) if socket_mode else None

@@ -6,6 +6,8 @@ many install pages (the serve Router, in process). On both backends."""
 from __future__ import annotations
 
 import io
+import threading
+import urllib.request
 from datetime import timedelta
 from typing import Any
 
@@ -17,7 +19,7 @@ from bot.app import build_app
 from bot.config import Settings
 from bot.errors import InstallsBusy
 from bot.oauth import StoreStates
-from bot.server import INSTALL_LIMIT, RateLimit, Router
+from bot.server import INSTALL_LIMIT, RateLimit, Router, create_http_server, run_until
 from bot.store import Store, utcnow
 from tests.fakes.slack_sender import SECRET
 
@@ -106,3 +108,33 @@ def test_a_consumed_or_expired_state_is_refused(store: Store) -> None:
     assert not states.consume("never-issued")
     assert not states.consume("")
     assert kept(store) == 0
+
+
+@pytest.mark.parametrize("behind_router", [True, False], ids=["heroku", "direct"])
+def test_on_heroku_the_client_is_the_address_its_router_appended(behind_router: bool) -> None:
+    """Heroku's router appends the connecting client's address to X-Forwarded-For, and a dyno is reached only
+    through it (DYNO is set): that address is the client the install limit counts. Elsewhere the header is
+    anyone's to write and is dropped."""
+    seen: list[str] = []
+
+    def remote(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        seen.append(str(environ.get("REMOTE_ADDR")))
+        start_response("200 OK", [("Content-Length", "0")])
+        return []
+
+    server = create_http_server(remote, 0, host="127.0.0.1", behind_router=behind_router)
+    stopping = threading.Event()
+    thread = threading.Thread(target=run_until, args=(server, stopping), daemon=True)
+    thread.start()
+    try:
+        for forwarded in ("198.51.100.1, 203.0.113.9", "203.0.113.10"):
+            request = urllib.request.Request(f"http://127.0.0.1:{server.effective_port}/slack/install",
+                                             headers={"X-Forwarded-For": forwarded})
+            with urllib.request.urlopen(request, timeout=10) as answer:
+                assert answer.status == 200
+    finally:
+        stopping.set()
+        server.pull_trigger()
+        thread.join(10)
+    assert seen == (["203.0.113.9", "203.0.113.10"] if behind_router else ["127.0.0.1", "127.0.0.1"])
+    assert Settings.from_env({"DYNO": "web.1"}).behind_router and not Settings.from_env({}).behind_router
