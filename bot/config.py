@@ -129,7 +129,7 @@ class Settings:
             token_encryption_keys=_fernet_keys(get("TOKEN_ENCRYPTION_KEY")),
             burst_threshold=_int(get("BURST_THRESHOLD"), "BURST_THRESHOLD", DEFAULT_BURST_THRESHOLD,
                                  minimum=1),
-            behind_router=get("DYNO") is not None,
+            behind_router="DYNO" in environ,  # set by Heroku on every dyno: not a setting of ours
         )
 
     @property
