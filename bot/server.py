@@ -86,6 +86,8 @@ MAX_REQUEST_AGE = 5 * 60  # seconds between a request's X-Slack-Request-Timestam
 OBJECTS = ("event", "view")
 # In an interactive payload (a click, a submission, a shortcut): objects when present and not null.
 INTERACTIVE_OBJECTS = ("user", "team", "channel", "container", "message", "enterprise")
+# Events whose `assistant_thread` Bolt's Assistant middleware reads.
+ASSISTANT_EVENTS = ("assistant_thread_started", "assistant_thread_context_changed")
 INTERACTIVE_TYPES = frozenset({"block_actions", "block_suggestion", "interactive_message", "view_submission",
                                "view_closed", "shortcut", "message_action"})
 BOLT_READERS = (to_options, to_shortcut, to_action, to_view, to_command, to_event, to_message, to_step)
@@ -238,8 +240,9 @@ def _misshapen(text: str, content_type: str | None) -> tuple[int, str] | None:
 def _parts_fit(body: dict[str, Any]) -> bool:
     """Whether the parts of a body that Bolt's matchers and our listeners read have the shapes Slack sends:
     its `type` is a string and its `response_url` an http(s) URL; an interactive payload's user, team,
-    channel... are objects, and each of its `actions` an object with a string `action_id`; a `tokens_revoked`
-    event's `tokens` is an object of lists of strings."""
+    channel... are objects, and each of its `actions` an object with a string `action_id`; an assistant
+    thread event's `assistant_thread` is an object with a string `channel_id` and `thread_ts`; a
+    `tokens_revoked` event's `tokens` is an object of lists of strings."""
     kind = body.get("type")
     if kind is not None and not isinstance(kind, str):
         return False
@@ -254,6 +257,11 @@ def _parts_fit(body: dict[str, Any]) -> bool:
                 isinstance(a, dict) and isinstance(a.get(key), str) for a in actions)):
             return False
     event = body.get("event")
+    if isinstance(event, dict) and event.get("type") in ASSISTANT_EVENTS:
+        thread = event.get("assistant_thread")
+        if not (isinstance(thread, dict) and isinstance(thread.get("context", {}), dict)
+                and all(isinstance(thread.get(key), str) for key in ("channel_id", "thread_ts"))):
+            return False
     if isinstance(event, dict) and "tokens" in event:
         tokens = event["tokens"]
         if not (isinstance(tokens, dict) and all(

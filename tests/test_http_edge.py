@@ -134,6 +134,11 @@ def _action(**fields: Any) -> bytes:
     return urlencode({"payload": json.dumps(payload)}).encode()
 
 
+def _assistant(thread: Any) -> bytes:
+    return event_body({"type": "assistant_thread_started", "assistant_thread": thread, "event_ts": "1.2"},
+                      team="TVICTIM")
+
+
 def _revoked(tokens: Any) -> bytes:
     return event_body({"type": "tokens_revoked", "tokens": tokens}, team="TVICTIM")
 
@@ -162,6 +167,11 @@ def _revoked(tokens: Any) -> bytes:
                                                  response_url="file:///etc/passwd"), FORM,
      "unexpected_shape"),
     ("type_a_list", _action(type=["block_actions"]), FORM, "unexpected_shape"),
+    ("assistant_thread_a_string", _assistant("TVICTIM"), JSON, "unexpected_shape"),
+    ("assistant_thread_without_ts", _assistant({"channel_id": "D0VICTIM", "thread_ts": None}), JSON,
+     "unexpected_shape"),
+    ("assistant_context_a_list", _assistant({"channel_id": "D0VICTIM", "thread_ts": "1.1", "context": []}),
+     JSON, "unexpected_shape"),
     ("tokens_a_string", _revoked("TVICTIM"), JSON, "unexpected_shape"),
     ("tokens_a_list", _revoked(["TVICTIM"]), JSON, "unexpected_shape"),
     ("tokens_bot_null_inside", _revoked({"bot": [None]}), JSON, "unexpected_shape"),
