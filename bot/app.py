@@ -76,8 +76,9 @@ def _app(
     return App(
         client=client,
         signing_secret=secret,
-        # No auth.test at start: the first event resolves the bot user lazily, so `serve` starts offline
-        # and fast; a bad token shows on the first request instead.
+        # No auth.test in Bolt: the first event resolves the bot user lazily, so `serve` starts offline;
+        # `serve` asks auth.test once itself (bot.server.check_token): a refused token stops it, an
+        # unreachable Slack is a warning.
         token_verification_enabled=False,
         process_before_response=True,
         listener_executor=pool,

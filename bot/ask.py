@@ -35,6 +35,7 @@ from typing import Any
 
 from bot.blocks import escape
 from bot.search.query import MAX_QUERY_CHARS, MAX_TERMS
+from bot.search.words import FILLER, GREETINGS
 
 ACTIONS = ("search", "summarize", "latest", "help")
 # /mlresearch subcommands that change or report settings: asked in a thread, they get a pointer to the command
@@ -66,27 +67,15 @@ _SUMMARIZE = re.compile(r"\b(?:summari[sz]e|summary|summaries|sum up|overview|re
 _LATEST = re.compile(
     r"\b(?:what'?s|what\s+is|whats|anything|something)\s+new\b|\b(?:latest|newest|most\s+recent)\b", re.I
 )
+_HERE = re.compile(r"\b(?:(?:in|on|for)\s+)?(?:here|this\s+channel)\b", re.I)
 _REPLACE = re.compile(r"^\s*(?:and\s+)?(?:what|how)\s+about\b", re.I)
 _NARROW = re.compile(r"^\s*(?:and|also|plus|only|just|but|now|then|same|ok|okay)\b", re.I)
 _FILTER_TOKEN = re.compile(r"(?:since|until|type|authors?):(?:\"[^\"]*\"?|“[^”]*”?|\S*)", re.I)
 _QUOTED = re.compile(r"\"[^\"]*\"|“[^”]*”")
 _WORD = re.compile(r"\w", re.UNICODE)
 _STRIP = "?!.,;:()[]{}'\"“”‘’*_~`"
-# Question words, filler and words every item shares: dropped from the topic.
+# Question words, filler and words every item shares are dropped from the topic (bot.search.words.FILLER).
 FOLLOWUP_WORDS = frozenset({"also", "only", "just", "but", "now", "then", "same", "ok", "okay", "plus"})
-_FILLER_WORDS = """
-a about abt all am an and any anybody anyone anything appear appeared apple apples are around
-articles as ask asking at be been being blog blogs by came can come comes coming concerning could curious
-did do does doing done find for from get give got had has have hello help hey hi how i i'd i'm id im in
-interested into is it it's its know lately like list look looking lookup may me mention mentions
-might more most my need needs new news not of on or out paper papers please post posts publication
-publications publish published publishes publishing re recent recently regarding related released
-research said say says search searching see shall should show showed some something stuff tell than
-thank thanks that the their them there these they thing things this those to topic topics up us via want
-wanted was we were what what's whats when where which who whom whose why will with wonder wondering work
-works would you your
-"""
-FILLER = FOLLOWUP_WORDS | frozenset(_FILLER_WORDS.split())
 
 
 @dataclass(frozen=True)
@@ -102,6 +91,8 @@ class Understood:
     cut: bool = False  # the question was longer than the search takes
     followup: bool = False  # combined with the thread's previous question
     slash: str = ""  # a subcommand that only /mlresearch does (SLASH_ONLY): the help names it
+    here: bool = False  # "what's new here?": about the channel the person is in or looking at
+    note: str = ""  # where the topic came from (escaped mrkdwn), e.g. a channel's subscription keywords
 
     @property
     def topic(self) -> str:
@@ -135,6 +126,8 @@ class Understood:
             span = _span(self.since, self.until)
             if span:
                 said += f" {span}" + (f" (“{escape(self.when)}”)" if self.when else "")
+        if self.note:
+            said += f" ({self.note})"
         if self.followup:
             said += ", keeping this thread's topic"
         if self.cut:
@@ -185,6 +178,8 @@ def understand(text: str, previous: Understood | None = None, *, now: date) -> U
     if long:  # read up to the last whole word that fits
         plain = plain[: MAX_TEXT + 1].rsplit(" ", 1)[0]
     since, until, when, plain = _time_filters(plain, now)
+    here = bool(_HERE.search(plain))
+    plain = _HERE.sub(" ", plain)
     action = None
     if _SUMMARIZE.search(plain):
         action, plain = "summarize", _SUMMARIZE.sub(" ", plain)
@@ -200,7 +195,20 @@ def understand(text: str, previous: Understood | None = None, *, now: date) -> U
         said = _follow(previous, action, words, since, until, when, replacing)
     else:
         said = _settle(action, words, since, until, when, count, followup=False)
+    if here and said.action == "help" and previous is None:
+        said = Understood("latest")  # "what's here?": the channel's news
+    said = replace(said, here=here and said.action != "help")
     return replace(said, cut=True) if long and said.action != "help" else said
+
+
+def with_topic(understood: Understood, words: list[str], note: str) -> Understood:
+    """`understood` about `words` as well (a channel's subscription keywords, for "what's new here?"): a
+    search for them, cut to what the search takes, with `note` saying where they came from."""
+    action = "search" if understood.action == "latest" else understood.action
+    fitted, cut = _fit([*words, *(w for w in understood.words if w not in words)], 0, understood.since,
+                       understood.until)
+    return replace(understood, action=action, words=tuple(fitted), cut=understood.cut or cut, note=note,
+                   count=None)
 
 
 def _follow(previous: Understood, action: str | None, words: list[str], since: date | None,
@@ -284,7 +292,7 @@ def topic_words(text: str) -> list[str]:
         word = raw.strip(_STRIP).lower().replace("’", "'")
         if word.endswith("'s"):
             word = word[:-2]
-        if not word or word in FILLER or not _WORD.search(word):
+        if not word or word in FILLER or word in GREETINGS or not _WORD.search(word):
             continue
         if "-" in word.strip("-"):
             word = f'"{word.strip("-")}"'

@@ -74,7 +74,18 @@ def build_parser() -> argparse.ArgumentParser:
     related.add_argument("--limit", type=int, default=5, help="at most this many items (default 5)")
     related.add_argument("--json", action="store_true", help="print a JSON list (as search --json does)")
 
-    sub.add_parser("reindex", help="rebuild what search derives from the archive (index, vectors)")
+    latest = sub.add_parser("latest", help="the newest items of the archive")
+    latest.add_argument("n", nargs="?", default=None, help="how many (1 to 20, default 5)")
+    latest.add_argument("--json", action="store_true", help="print a JSON list (as search --json does)")
+
+    status = sub.add_parser("status", help="the feed's health, the archive and the subscriptions")
+    status.add_argument("--json", action="store_true", help="print one JSON object")
+
+    reindex = sub.add_parser("reindex", help="rebuild what search derives from the archive (index, vectors)")
+    reindex.add_argument("--json", action="store_true", help='quiet; print {"items", "model", "seconds"}')
+    feedback = sub.add_parser("feedback", help="people's votes on the bot's answers (which questions fail)")
+    feedback.add_argument("--since", metavar="YYYY-MM-DD", help="only votes cast on or after this day (UTC)")
+    feedback.add_argument("--json", action="store_true", help="print a JSON list")
     sub.add_parser("shell", help="a local console in place of Slack")
     sub.add_parser("migrate", help="create or upgrade the database schema (Heroku's release phase runs it)")
     return parser
@@ -99,6 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: list[str]) -> int:
+    _check_command(argv)
     args = build_parser().parse_args(argv)
     if args.command is None:
         build_parser().print_help()
@@ -118,11 +130,36 @@ def _main(argv: list[str]) -> int:
         "search": cmd_search,
         "summarize": cmd_summarize,
         "related": cmd_related,
+        "latest": cmd_latest,
+        "status": cmd_status,
         "reindex": cmd_reindex,
+        "feedback": cmd_feedback,
         "shell": cmd_shell,
         "migrate": cmd_migrate,
     }[args.command]
     return handler(settings, args)
+
+
+def _check_command(argv: list[str]) -> None:
+    """A first word that is no command: one line naming the nearest command ("did you mean search"),
+    rather than argparse's list of every choice."""
+    word = argv[0] if argv else ""
+    if not word or word.startswith("-"):
+        return
+    commands = list(_subcommands())
+    if word in commands:
+        return
+    import difflib
+
+    close = difflib.get_close_matches(word.lower(), commands, n=1, cutoff=0.6)
+    shown = " ".join(word.split())[:40]
+    hint = f": did you mean {close[0]}?" if close else ""
+    raise UsageError(f"unknown command {shown!r}{hint} (see: mlresearch-bot --help)")
+
+
+def _subcommands() -> dict[str, argparse.ArgumentParser]:
+    action = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(action.choices)
 
 
 def setup_logging(settings: Settings, stream: Any, *, minimum: int = logging.NOTSET) -> None:
@@ -219,7 +256,7 @@ def cmd_poll(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _poll(settings: Settings, args: argparse.Namespace) -> int:
-    from bot.pipeline import Pipeline
+    from bot.pipeline import Pipeline, would_burst
     from bot.store import open_store as store_at
 
     # A dry run reads the store as it is (not created, not migrated); a poll migrates it first.
@@ -227,6 +264,7 @@ def _poll(settings: Settings, args: argparse.Namespace) -> int:
     with Pipeline.from_settings(settings, store) as pipeline:
         if args.dry_run:
             new, baseline, fetched = pipeline.preview()
+            bursts = [] if baseline else would_burst(store, new, settings.burst_threshold)
             if args.json:
                 _out(
                     json.dumps(
@@ -239,6 +277,8 @@ def _poll(settings: Settings, args: argparse.Namespace) -> int:
                             "dry_run": True,
                             "baseline": baseline,
                             "items": [_item_json(i) for i in new],
+                            "bursts": [{"team_id": sub.team_id, "channel_id": sub.channel_id, "items": count}
+                                       for sub, count in bursts],
                         }
                     )
                 )
@@ -248,12 +288,15 @@ def _poll(settings: Settings, args: argparse.Namespace) -> int:
                 _out(f"{len(new)} new item(s) would be posted:" if new else "nothing new")
                 for item in new:
                     _out(f"  {item.published:%Y-%m-%d}  {item.title}\n              {item.link}")
+                for sub, count in bursts:
+                    _out(f"{sub.team_id}/{sub.channel_id} would get a burst: one message, its {count} items "
+                         f"in its thread (more than BURST_THRESHOLD={settings.burst_threshold})")
             return EXIT_OK
         result = pipeline.poll_once()
     if args.json:
         error = {"error": result.error} if result.error else {}
         _out(json.dumps({**result.as_json(), **error}, ensure_ascii=False))
-    else:
+    elif not result.error:  # a failed poll is its one error line, not zero counts before it
         state = "not modified" if result.not_modified else f"fetched {result.fetched}"
         extra = " (first poll: recorded as seen, nothing posted)" if result.baseline else ""
         _out(f"{state}, {result.new} new, {result.delivered} delivered, {result.failed} failed{extra}")
@@ -343,6 +386,7 @@ def _hits_json(hits: Sequence[Any]) -> str:
                 "link": h.item.link,
                 "published": h.item.published.strftime("%Y-%m-%d"),
                 "score": h.score,
+                **({"by_meaning": h.by_meaning} if hasattr(h, "by_meaning") else {}),
             }
             for h in hits
         ],
@@ -366,14 +410,25 @@ def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
     if found.note:
         _err(found.note)
     if not hits:
-        hint = "try fewer or broader words, or check the spelling"
+        from bot.search.glossary import suggest
+        from bot.search.query import parse_query
+
+        absent = f"no item holds {', '.join(repr(w) for w in found.missing[:3])}; " if found.missing else ""
+        topics = suggest(parse_query(query).content)
+        related = f" (e.g. {', '.join(repr(t) for t in topics)})" if topics else ""
+        hint = f"{absent}try fewer or broader words or a related topic{related}, or check the spelling"
         _out(_nothing_found(store, f"no results for {query!r}: {hint}"))
     from bot.blocks import format_authors  # slack_sdk's Block Kit comes with it: not paid under --json
 
     if hits and found.searched_for:
         _out(f"searched for {found.searched_for!r}")
+    if hits:
+        total = max(found.total, len(hits))
+        best = f", the best {len(hits)}:" if total > len(hits) else ":"
+        _out(f"{total} result{'s' if total != 1 else ''}{best}")
     for rank, hit in enumerate(hits, 1):
-        _out(f"{rank:>2}. {hit.item.title}\n    {hit.item.published:%Y-%m-%d}  {hit.item.link}")
+        mark = "  (related by meaning)" if hit.by_meaning else ""
+        _out(f"{rank:>2}. {hit.item.title}{mark}\n    {hit.item.published:%Y-%m-%d}  {hit.item.link}")
         if hit.item.authors:
             _out(f"    {format_authors(hit.item.authors)}")
     return EXIT_OK
@@ -384,6 +439,8 @@ def cmd_summarize(settings: Settings, args: argparse.Namespace) -> int:
     from bot.summarize import Summarizer
 
     topic = " ".join(" ".join(args.topic).split())
+    if not topic:
+        raise UsageError("summarize needs a topic, for example: mlresearch-bot summarize diffusion models")
     store = open_archive(settings)
     index = SearchIndex(store, model=meaning_model(settings))
     summary = Summarizer.from_settings(settings).summarize(index, topic)
@@ -470,15 +527,131 @@ def cmd_related(settings: Settings, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_feedback(settings: Settings, args: argparse.Namespace) -> int:
+    """The votes on the bot's answers, newest first: time, vote, the question as understood (the query it
+    ran), the items shown. docs/feedback.md says how to turn them into judged queries."""
+    from datetime import UTC, date, datetime
+
+    from bot.ask import Understood
+
+    since = None
+    if args.since:
+        try:
+            since = datetime.combine(date.fromisoformat(args.since), datetime.min.time(), UTC)
+        except ValueError:
+            raise UsageError(f"--since must be a date like 2026-12-01, not {args.since[:40]!r}") from None
+    store = open_archive(settings)
+    votes = store.feedback_since(since)
+    rows = []
+    for vote in votes:
+        understood = Understood.from_json(vote.understood)
+        rows.append({"time": vote.voted_at.isoformat(), "vote": vote.vote,
+                     "question": understood.command() if understood else None,
+                     "query": understood.query if understood else None,
+                     "understood": understood.describe() if understood else None,
+                     "team_id": vote.team_id, "channel_id": vote.channel_id, "answer_ts": vote.message_ts,
+                     "items": [{"id": i.get("id"), "title": i.get("title"), "link": i.get("link")}
+                               for i in vote.shown]})
+    if args.json:
+        _out(json.dumps(rows, ensure_ascii=False, indent=2))
+        return EXIT_OK
+    if not rows:
+        _out("no feedback yet" + (f" since {args.since}" if args.since else ""))
+        return EXIT_OK
+    for row in rows:
+        mark = "+1" if row["vote"] == "up" else "-1"
+        _out(f"{row['time'][:16].replace('T', ' ')}  {mark}  {row['question'] or '?'}")
+        for n, item in enumerate(row["items"], 1):
+            _out(f"    {n}. {item['title']}  {item['link']}")
+    return EXIT_OK
+
+
 def cmd_reindex(settings: Settings, args: argparse.Namespace) -> int:
     """The search index and every item's vector, rebuilt from the archive (vectors missing for the current
     model, or computed from an older text, are computed; stored ones of other models are dropped)."""
     store = open_archive(settings)
     started = time.monotonic()
-    count, model = _embed_archive(settings, store, sys.stderr.isatty(), recompute=True)
+    count, model = _embed_archive(settings, store, sys.stderr.isatty() and not args.json, recompute=True)
     store.drop_item_vectors(model)
-    _out(f"reindexed {count:,} items ({model}) in {time.monotonic() - started:.1f} s")
+    seconds = time.monotonic() - started
+    if args.json:
+        _out(json.dumps({"items": count, "model": model, "seconds": round(seconds, 1)}, ensure_ascii=False))
+    else:
+        _out(f"reindexed {count:,} items ({model}) in {seconds:.1f} s")
     return EXIT_OK
+
+
+def cmd_latest(settings: Settings, args: argparse.Namespace) -> int:
+    """The newest items, as `/mlresearch latest [n]` lists them (at most LATEST_MAX)."""
+    from bot.commands import LATEST_DEFAULT, LATEST_MAX
+
+    raw = (args.n or "").strip()
+    if raw and not (raw.isascii() and raw.isdigit() and len(raw) <= 3 and int(raw) >= 1):
+        raise UsageError(f"latest takes a number from 1 to {LATEST_MAX}, got {raw[:20]!r}")
+    n = int(raw) if raw else LATEST_DEFAULT
+    store = open_archive(settings)
+    items = store.latest(min(n, LATEST_MAX))
+    if args.json:
+        _out(json.dumps([{**_item_json(i), "score": None} for i in items], ensure_ascii=False))
+        return EXIT_OK
+    if not items:
+        _out(EMPTY_ARCHIVE)
+        return EXIT_OK
+    if n > LATEST_MAX:
+        _err(f"note: at most {LATEST_MAX} at a time")
+    from bot.blocks import format_authors
+
+    for rank, item in enumerate(items, 1):
+        _out(f"{rank:>2}. {item.title}\n    {item.published:%Y-%m-%d}  {item.link}")
+        if item.authors:
+            _out(f"    {format_authors(item.authors)}")
+    return EXIT_OK
+
+
+def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
+    """The feed's health, the archive and every subscription, as `/mlresearch status` says them (the command
+    line is in no channel, so every channel's subscription is listed)."""
+    from bot.status import feed_lines, subscription_line
+
+    store = open_archive(settings)
+    state = store.latest_feed_state()
+    newest = next(iter(store.latest(1)), None)
+    subs = store.subscriptions()
+    summaries = (f"written by {settings.summary_model or 'the SUMMARY_API_URL model'}, extractive if it fails"
+                 if settings.summary_enabled else "extractive (quoted from the abstracts, offline)")
+    if args.json:
+        feed = None if state is None else {
+            "url": redact_url(state.url), "ok": state.ok, "last_poll": _iso(state.last_poll),
+            "last_success": _iso(state.last_success), "error_streak": state.error_streak,
+            "last_error": state.last_error, "last_error_at": _iso(state.last_error_at),
+        }
+        _out(json.dumps({
+            "feed": feed,
+            "items": store.count_items(),
+            "newest": _item_json(newest) if newest else None,
+            "subscriptions": [
+                {"team_id": s.team_id, "channel_id": s.channel_id, "keywords": list(s.keywords),
+                 "digest": s.digest, "paused": s.paused, "disabled": store.workspace_disabled(s.team_id)}
+                for s in subs
+            ],
+            "summaries": "abstractive" if settings.summary_enabled else "extractive",
+        }, ensure_ascii=False))
+        return EXIT_OK
+    from bot.shell import mrkdwn_to_text  # Slack's mrkdwn as terminal text
+
+    lines = feed_lines(state, store.count_items(), newest)
+    lines.append(f"*Subscriptions:* {len(subs)}" + (" (`/mlresearch subscribe` in a channel)" * (not subs)))
+    for sub in subs:
+        line = subscription_line(sub, sub.channel_id, store.workspace_disabled(sub.team_id))
+        lines.append("  " + line.replace("*This channel:*", f"{sub.team_id}/{sub.channel_id}:", 1))
+    lines.append(f"*Summaries:* {summaries}")
+    for line in lines:
+        _out(mrkdwn_to_text(line))
+    return EXIT_OK
+
+
+def _iso(moment: Any) -> str | None:
+    return None if moment is None else moment.isoformat()
 
 
 def _embed_archive(settings: Settings, store: Any, tty: bool, *, recompute: bool = False) -> tuple[int, str]:

@@ -25,6 +25,7 @@ from bot.blocks import escape
 from bot.config import Settings
 from bot.errors import SearchError, StoreError
 from bot.models import Subscription
+from bot.search import glossary
 from bot.search.highlight import matcher_for_text
 from bot.search.index import SearchIndex
 from bot.search.match import MAX_KEYWORD_CHARS, TOPIC_PREFIX, split_keywords
@@ -191,7 +192,7 @@ def cmd_search(rest: str, inv: Invocation, services: Services) -> Reply:
     if not rest:
         return line(f"Usage: `{C} search &lt;terms&gt;`, e.g. `{C} search image captioning type:paper`.")
     query = parse_query(rest)
-    found = services.index.search(query, SEARCH_RESULTS + 1, services.store)
+    found = services.index.search(query, SEARCH_RESULTS, services.store)
     hits = found.hits
     if not hits and services.store.count_items() == 0:
         return line(
@@ -200,14 +201,14 @@ def cmd_search(rest: str, inv: Invocation, services: Services) -> Reply:
             "post)."
         )
     if not hits:
-        return Reply(*views.no_results(rest))
+        return Reply(*views.no_results(rest, found.missing, glossary.suggest(query.content)))
     shown = hits[:SEARCH_RESULTS]
     summaries = " ".join(h.item.summary for h in shown)
     searched = parse_query(found.searched_for).terms if found.searched_for else query.terms
     if found.expanded:  # the glossary's forms are highlighted too
         searched = (*searched, *parse_query(found.expanded).terms)
     matcher = matcher_for_text(summaries, searched, prefix_last=query.prefix_last and not found.searched_for)
-    reply = views.search_reply(rest, shown, matcher, more=len(hits) > SEARCH_RESULTS,
+    reply = views.search_reply(rest, shown, matcher, found.total,
                                searched_for=found.searched_for, expanded=found.expanded, note=found.note)
     return _shareable(reply)
 

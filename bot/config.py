@@ -202,7 +202,11 @@ def _check_database_url(url: str) -> None:
         try:
             port = parts.port
         except ValueError:
-            port = -1
+            given = parts.netloc.rpartition("@")[2].rpartition("]")[2].rpartition(":")[2]
+            raise ConfigError(
+                "DATABASE_URL", f"the port must be a number from 1 to 65535, got {given[:20]!r} in "
+                f"{redact_url(url)!r}"
+            ) from None
         if not parts.hostname or port == -1 or not parts.path.strip("/"):
             raise ConfigError(
                 "DATABASE_URL", "a PostgreSQL URL needs a host and a database, as in "
@@ -262,12 +266,23 @@ def _scopes(raw: str | None) -> tuple[str, ...]:
     return scopes
 
 
+# A host name at the start of a FEED_URL without a scheme ("machinelearning.apple.com/rss.xml"): a web address
+# missing its https://, not a file name (a name ending as a feed file does, "rss.xml", is taken for a file).
+_HOST_LIKE = re.compile(
+    r"(?:www\.)?(?:[a-z0-9-]+\.)+(?!(?:xml|rss|atom|json|txt|html?)(?:$|/))[a-z]{2,}(?::[0-9]+)?(?:/|$)",
+    re.IGNORECASE,
+)
+
+
 def _check_feed_url(url: str) -> None:
     scheme = urlparse(url).scheme
     if scheme in ("http", "https"):
         if not urlparse(url).netloc:
             raise ConfigError("FEED_URL", f"has no host: {url!r}")
         return
+    if scheme not in ("http", "https", "file") and _HOST_LIKE.match(url) and not Path(url).exists():
+        raise ConfigError("FEED_URL", f"{url[:200]!r} has no scheme (and is no file here): write "
+                                      f"https://{url[:200]}")
     if scheme in ("", "file") or (len(scheme) == 1 and os.name == "nt"):
         return
     raise ConfigError("FEED_URL", f"must be an http(s):// URL, a file:// URL or a path, got {url!r}")

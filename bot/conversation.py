@@ -15,24 +15,32 @@ before it as understood then (kept in the store with the claim: no history scope
 is the understood query, not a re-reading of old text).
 
 The reply is what `/mlresearch` would answer (`commands.converse`: the same handlers), headed by what was
-searched for so a person can correct it, posted with `parse: none`, no unfurls, every text escaped and cut.
+searched for so a person can correct it, posted with `parse: none`, no unfurls, every text escaped and cut,
+and ending with feedback buttons. With a model endpoint (`SUMMARY_API_*`), a search or summary that finds
+items is answered instead by a paragraph the model writes from them, streamed as it is written
+(`bot.answers`). "What's new here?" takes its topic from the channel asked in or looked at (`in_context`).
+The items an answer showed are kept with its claim, for the votes on it (`bot.store.agent`).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
+import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
 
-from bot import commands, views
-from bot.ask import Understood, understand
+from bot import answers, commands, views
+from bot.ask import Understood, understand, with_topic
 from bot.blocks import cut
 from bot.commands import Invocation, Services
+from bot.search.match import TOPIC_PREFIX
 from bot.store import Store
 from bot.store.conversations import Claim
 
@@ -51,10 +59,16 @@ PROMPTS = (
     ("What's new?", "What's new in Apple's machine learning research?"),
     ("Speech this year", "What has Apple published on speech recognition this year?"),
     ("Summarize a topic", "Summarize Apple's research on diffusion models"),
-    ("Privacy", "Any papers on differential privacy since last year?"),
+    ("What's new here?", "What's new here?"),  # the channel in view (the Messages tab's context)
+)
+GREETING = (
+    "Hi! I follow Apple's machine learning research. Ask me in plain words (“what's new in speech "
+    "recognition this year?”, “summarize diffusion models”), each question in its own thread; reply there "
+    "to follow up. Looking at a channel? Ask “what's new here?” and I'll use the topics it subscribes to."
 )
 PROMPTS_TITLE = "Ask about Apple's machine learning research"
 WORKING = "is searching the archive…"
+CHANNEL_ID = re.compile(r"[CG][A-Z0-9]{2,30}")
 SORRY = "Sorry, I couldn't answer that just now; please ask again in a minute."
 
 
@@ -135,12 +149,16 @@ def answer(
         if q.thread_ts != q.ts:
             stored = store.previous_question(q.team_id, q.channel_id, q.thread_ts, q.ts)
             previous = Understood.from_json(stored)
-        understood = understand(q.text, previous, now=now().date())
+        understood = in_context(understand(q.text, previous, now=now().date()), q, store)
         if status is not None:
             _quietly(status, WORKING)
         if title is not None and previous is None:
             _quietly(title, cut(" ".join(q.text.split()) or "Question", 120))
-        text, blocks = reply_for(understood, q, services)
+        items = answers.shown_items(understood, services)
+        written = bool(items) and understood.action in ("search", "summarize") and \
+            services.summarizer is not None and services.summarizer.abstractive
+        if not written:
+            text, blocks = reply_for(understood, q, services)
     except Exception:  # noqa: BLE001 - one line for the person, the trace in the log
         log.exception("event=question_failed stage=reply %s", where)
         try:
@@ -151,10 +169,18 @@ def answer(
             log.warning("event=question_sorry_failed error=%s %s", type(exc).__name__, where)
         return "failed"
     try:
-        posted = client.chat_postMessage(
-            channel=q.channel_id, thread_ts=q.thread_ts, text=text, blocks=blocks, parse="none",
-            unfurl_links=False, unfurl_media=False, metadata=metadata,
-        )
+        if written:
+            extractive = dataclasses.replace(services, summarizer=None)
+            done = answers.stream_written(client, q, understood, items, services, metadata,
+                                          lambda: reply_for(understood, q, extractive))
+            reply_ts, items, how = done.ts, list(done.items), done.how
+        else:
+            posted = client.chat_postMessage(
+                channel=q.channel_id, thread_ts=q.thread_ts, text=text,
+                blocks=[*blocks[: MAX_BLOCKS - 1], answers.feedback_block()], parse="none",
+                unfurl_links=False, unfurl_media=False, metadata=metadata,
+            )
+            reply_ts, how = str(posted.get("ts") or "") or None, "posted"
     except SlackApiError as exc:
         error = str(exc.response.get("error") or "unknown_error") if exc.response is not None else "unknown"
         store.settle_question(q.team_id, q.channel_id, q.ts, state="failed", understood=understood.as_json())
@@ -164,9 +190,9 @@ def answer(
         log.warning("event=question_failed stage=post error=%s %s", type(exc).__name__, where)
         return "failed"
     store.settle_question(q.team_id, q.channel_id, q.ts, state="answered", understood=understood.as_json(),
-                          reply_ts=str(posted.get("ts") or "") or None)
-    log.info("event=question_answered action=%s followup=%s %s", understood.action, understood.followup,
-             where)
+                          reply_ts=reply_ts, shown=json.dumps(answers.shown_json(items)))
+    log.info("event=question_answered action=%s followup=%s how=%s %s", understood.action,
+             understood.followup, how, where)
     return "answered"
 
 
@@ -185,6 +211,28 @@ def reply_for(understood: Understood, q: Question, services: Services) -> tuple[
     hint = " Reply in this thread to narrow it down (“and on-device?”) or change it (“what about vision?”)."
     blocks = [views.context(said + hint), *reply.blocks][:MAX_BLOCKS]
     return cut(f"{said} {reply.text}", TEXT_LIMIT), blocks
+
+
+def in_context(understood: Understood, q: Question, store: Store) -> Understood:
+    """ "What's new here?": the topic of the channel asked in (a mention) or looked at (the Messages tab,
+    `app_context_changed`), from that channel's subscription keywords and topics; the answer says so."""
+    if not understood.here:
+        return understood
+    channel = q.channel_id if q.channel_id[:1] in ("C", "G") else store.viewing(q.team_id, q.user_id)
+    if not channel or not CHANNEL_ID.fullmatch(channel):
+        return replace(understood, note="I can't tell which channel you're looking at, so this is the whole "
+                                        "archive; open the channel beside this conversation and ask again")
+    sub = store.get_subscription(q.team_id, channel)
+    if sub is None or not sub.keywords:
+        return replace(understood,
+                       note=f"<#{channel}> has no subscription keywords, so this is the whole archive")
+    words: list[str] = []
+    for keyword in sub.keywords:
+        if keyword.startswith(TOPIC_PREFIX):
+            words.extend(w for w in keyword[len(TOPIC_PREFIX):].split() if w not in words)
+        elif keyword not in words:
+            words.append(f'"{keyword}"' if " " in keyword else keyword)
+    return with_topic(understood, words, f"the keywords and topics <#{channel}> subscribes to")
 
 
 def prompts() -> list[dict[str, str]]:

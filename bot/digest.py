@@ -42,9 +42,9 @@ from bot.slackweb import (
     NO_HISTORY_ERRORS,
     NOT_SENT_ERRORS,
     TRANSPORT_ERRORS,
-    UNKNOWN_FATE_ERRORS,
     WORKSPACE_ERRORS,
     error_code,
+    fate_unknown,
     posting_client,
 )
 from bot.store import Store, iso, utcnow
@@ -322,7 +322,7 @@ class Digester:
             if text_only or code not in BLOCKS_ERRORS:
                 break
             message = digest_text(message)
-        if status >= 500 or status < 0 or code in UNKNOWN_FATE_ERRORS:
+        if fate_unknown(code, status):
             log.warning("event=digest_unknown channel=%s period=%s error=%s status=%d detail=\"reconciled at "
                         "the next poll\"", sub.channel_id, row.period, code, status)
             return None

@@ -13,6 +13,13 @@
   `im`) or a message in the assistant pane (Bolt's `Assistant` middleware: `user_message`) is acked at once
   and answered in its thread by a lazy listener; `thread_started` suggests prompts. Messages of bots (this
   one included), edits and the like are acked and left alone.
+- The Messages tab (the agent messaging experience, `features.agent_view`): a top-level message there is a
+  direct message, answered in its own thread like the others; `app_home_opened` with tab `messages` greets
+  the person once (stored) and sets suggested prompts (no thread_ts); `app_context_changed` remembers the
+  channel the person is looking at (when the bot can see it: conversations.info), for "what's new here?".
+  Workspaces installed with `assistant_view` keep the assistant pane's listeners below until they update.
+- Feedback: a click on an answer's feedback buttons is acked at once, stored (bot.store.agent: the last vote
+  counts) and thanked ephemerally; a click on anything else gets one line.
 - Lifecycle: uninstall and token revocation forget the workspace (its installation, subscriptions and
   undelivered items); an archived or left channel is paused, a deleted one unsubscribed, so the bot never
   posts where it is no longer welcome.
@@ -36,7 +43,7 @@ from slack_bolt import Ack, App, Assistant, BoltContext, Respond
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from bot import blocks, commands, conversation, home
+from bot import answers, blocks, commands, conversation, home
 from bot.commands import Invocation, Services
 from bot.errors import StoreError
 from bot.slackweb import TRANSPORT_ERRORS
@@ -65,6 +72,8 @@ def register(app: App, services: Services) -> None:
     app.action(blocks.OPEN_ACTION_ID)(_ack)  # a link button: Slack opens the link, and expects an ack
     app.action(blocks.RELATED_ACTION_ID)(ack=_ack, lazy=[listeners.related])
     app.event("app_home_opened")(ack=_ack, lazy=[listeners.home])
+    app.event("app_context_changed")(ack=_ack, lazy=[listeners.context_changed])
+    app.action(answers.FEEDBACK_ACTION_ID)(ack=_ack, lazy=[listeners.feedback])
     app.event("app_uninstalled")(listeners.uninstalled)
     app.event("tokens_revoked")(listeners.tokens_revoked)
     for name in ("channel_archived", "group_archived"):
@@ -309,9 +318,89 @@ class _Listeners:
     # App Home ---------------------------------------------------------------------------------------
 
     def home(self, event: dict[str, Any], client: WebClient, context: BoltContext) -> None:
+        if event.get("tab") == "messages":
+            self._messages_opened(event, client, context)
+            return
         if event.get("tab", "home") != "home":
             return
         self._publish_home(client, _team(context, event), str(event.get("user") or ""))
+
+    # the Messages tab -------------------------------------------------------------------------------
+
+    def _messages_opened(self, event: dict[str, Any], client: WebClient, context: BoltContext) -> None:
+        """Suggested prompts on every open (no thread_ts: the tab's); the greeting on the first only."""
+        team_id, user_id = _team(context, event), str(event.get("user") or "")
+        channel = str(event.get("channel") or "")
+        if not (team_id and user_id and channel):
+            return
+        try:
+            client.assistant_threads_setSuggestedPrompts(channel_id=channel, prompts=conversation.prompts(),
+                                                         title=conversation.PROMPTS_TITLE)
+        except SlackApiError as exc:
+            log.warning("event=suggested_prompts_failed error=%s", _one_line(exc.response.get("error")))
+        store = self.services.store.thread_view()
+        if not store.greet_once(team_id, user_id):
+            return
+        try:
+            client.chat_postMessage(channel=channel, text=conversation.GREETING, parse="none",
+                                    blocks=[{"type": "section", "text": {"type": "mrkdwn",
+                                                                         "text": conversation.GREETING}}])
+            log.info("event=greeted team=%s user=%s", team_id, user_id)
+        except SlackApiError as exc:
+            log.warning("event=greeting_failed team=%s user=%s error=%s", team_id, user_id,
+                        _one_line(exc.response.get("error")))
+
+    def context_changed(self, event: dict[str, Any], client: WebClient, context: BoltContext) -> None:
+        """Remember the channel the person is looking at, if the bot can see it (else forget: one line)."""
+        team_id, user_id = _team(context, event), str(event.get("user") or "")
+        if not (team_id and user_id):
+            return
+        entities = (event.get("context") or {}).get("entities") or []
+        channel = next((str(e.get("value") or "") for e in entities if isinstance(e, dict)
+                        and e.get("type") == "slack#/types/channel_id"), "")
+        store = self.services.store.thread_view()
+        if not conversation.CHANNEL_ID.fullmatch(channel):
+            store.set_viewing(team_id, user_id, None)
+            return
+        try:
+            client.conversations_info(channel=channel)
+        except SlackApiError as exc:
+            log.info("event=context_unseen team=%s user=%s channel=%s error=%s", team_id, user_id, channel,
+                     _one_line(exc.response.get("error")))
+            store.set_viewing(team_id, user_id, None)
+            return
+        store.set_viewing(team_id, user_id, channel)
+
+    # feedback on answers ----------------------------------------------------------------------------
+
+    def feedback(self, body: dict[str, Any], client: WebClient, context: BoltContext) -> None:
+        """Store a 👍/👎 on an answer (the last vote counts) and thank the person ephemerally."""
+        team_id, user_id, channel_id, vote = _clicked(body, context)
+        container = body.get("container") or {}
+        message_ts = str(container.get("message_ts") or (body.get("message") or {}).get("ts") or "")
+        thread_ts = str(container.get("thread_ts") or (body.get("message") or {}).get("thread_ts") or "")
+        if not (team_id and user_id and channel_id and message_ts) or vote not in ("up", "down"):
+            log.info("event=feedback_refused reason=malformed team=%s", team_id[:20])
+            return
+        store = self.services.store.thread_view()
+        outcome: str
+        try:
+            outcome = store.record_feedback(team_id, channel_id, message_ts, user_id, vote)
+        except StoreError as exc:
+            log.error("event=feedback_failed team=%s user=%s error=%r", team_id, user_id, _one_line(exc))
+            outcome = "store_error"
+        log.info("event=feedback team=%s channel=%s user=%s vote=%s outcome=%s", team_id, channel_id, user_id,
+                 vote, outcome)
+        text = {"not_an_answer": "Thanks, but that message isn't one of my answers, so nothing was recorded.",
+                "store_error": "Sorry, I couldn't record that just now; please try again in a minute.",
+                "changed": "Thanks, I've changed your vote on that answer.",
+                }.get(outcome, "Thanks for the feedback! It helps the people who run me improve my answers.")
+        try:
+            client.chat_postEphemeral(channel=channel_id, user=user_id, text=text,
+                                      thread_ts=thread_ts or None)
+        except SlackApiError as exc:
+            log.warning("event=feedback_reply_failed team=%s error=%s", team_id,
+                        _one_line(exc.response.get("error")))
 
     def _publish_home(self, client: WebClient, team_id: str, user_id: str) -> None:
         if not user_id:

@@ -165,6 +165,7 @@ class Digest:
 class SearchHit:
     item: Item
     score: float
+    by_meaning: bool = False  # close in meaning only: the item does not hold the query's words
 
 
 @dataclass(frozen=True)

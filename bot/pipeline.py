@@ -28,11 +28,12 @@ from bot import deliver as slack_delivery
 from bot import digest as digests
 from bot import feed, poller, research_index
 from bot.config import Settings
-from bot.models import Item, PollResult
+from bot.models import Item, PollResult, Subscription
 from bot.poller import Deliver, Enrich, Poller
 from bot.search.index import meaning_model
 from bot.search.topics import TopicMatcher
 from bot.store import Store
+from bot.store.ledger import subscription_matches
 
 log = logging.getLogger("bot.pipeline")
 
@@ -148,3 +149,27 @@ class Pipeline:
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+
+def would_burst(store: Store, new: Sequence[Item], threshold: int) -> list[tuple[Subscription, int]]:
+    """For a dry run: the channels a poll bringing `new` would post to as a burst (more than `threshold` of
+    the items for one channel: one message, the items in its thread), each with how many items it would
+    get. Only the channels that take items one by one count (not paused, no digest, the workspace not
+    disabled); matched as ingest matches (keywords, about: topics). Read-only; nothing for a missing
+    database."""
+    if len(new) <= threshold or not store.exists():
+        return []
+    disabled: dict[str, bool] = {}
+    bursts: list[tuple[Subscription, int]] = []
+    for sub in store.subscriptions():
+        if sub.paused or sub.digest is not None:
+            continue
+        if sub.team_id not in disabled:
+            disabled[sub.team_id] = store.workspace_disabled(sub.team_id) is not None
+        if disabled[sub.team_id]:
+            continue
+        count = sum(1 for item in new
+                    if not sub.keywords or subscription_matches(item, sub.keywords, store.topic_matcher))
+        if count > threshold:
+            bursts.append((sub, count))
+    return bursts

@@ -49,9 +49,9 @@ from bot.slackweb import (
     NO_HISTORY_ERRORS,
     NOT_SENT_ERRORS,
     TRANSPORT_ERRORS,
-    UNKNOWN_FATE_ERRORS,
     WORKSPACE_ERRORS,
     error_code,
+    fate_unknown,
 )
 from bot.store import Store, utcnow
 
@@ -200,7 +200,7 @@ class Posting:
     def _on_error(self, store: Store, ch: Channel, job: Job, code: str, status: int) -> str | None:
         """Apply the error policy to a failed post. Returns the error when the post's fate is unknown (try
         again after reconciling), None when the job is settled; raises to stop the channel or workspace."""
-        if status >= 500 or status < 0 or code in UNKNOWN_FATE_ERRORS:
+        if fate_unknown(code, status):
             log.warning("event=post_unknown channel=%s item=%s error=%s status=%d",
                         ch.channel_id, job.label, code, status)
             return f"{code} (HTTP {status})"
@@ -264,7 +264,7 @@ def open_dm(ch: Channel) -> None:
         return
     if code in WORKSPACE_ERRORS:
         raise WorkspaceDown(code)
-    if status >= 500 or status == 429 or code in NOT_SENT_ERRORS or code in UNKNOWN_FATE_ERRORS:
+    if fate_unknown(code, status) or status == 429 or code in NOT_SENT_ERRORS:
         log.warning("event=dm_open_failed team=%s user=%s error=%s status=%d", ch.team_id, ch.person,
                     code, status)
         raise Defer

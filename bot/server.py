@@ -47,6 +47,7 @@ from slack_bolt.request.payload_utils import (
     to_step,
     to_view,
 )
+from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 from slack_sdk.signature import SignatureVerifier
 from waitress import create_server, wasyncore
@@ -55,6 +56,7 @@ from bot import memory
 from bot.app import LAZY_WORKERS, build_app, make_services, web_client
 from bot.config import Settings
 from bot.errors import InstallsBusy, ServeError, StoreError
+from bot.slackweb import error_code
 from bot.store import Store, iso, open_store
 
 if TYPE_CHECKING:
@@ -340,6 +342,8 @@ def serve(settings: Settings) -> int:
     store.migrate()
     executor = ThreadPoolExecutor(max_workers=LAZY_WORKERS, thread_name_prefix="lazy")
     client = web_client(settings)
+    if not settings.oauth_enabled:  # one workspace, one token: checked once, now (OAuth has none yet)
+        check_token(client)
     services = make_services(settings, store, client)  # its search index is built once the server listens
     app = build_app(settings, store, client=client, executor=executor, services=services)
     socket_mode = settings.slack_app_token is not None
@@ -387,6 +391,32 @@ def serve(settings: Settings) -> int:
         drain.join(LAZY_DRAIN_SECONDS)
         log.info("event=stopped")
     return 0
+
+
+# Slack's answers to auth.test that mean the token itself is wrong (not Slack being unreachable or slow).
+BAD_TOKEN_ERRORS = frozenset({"invalid_auth", "not_authed", "account_inactive", "token_revoked",
+                              "token_expired"})
+TOKEN_CHECK_TIMEOUT = 5.0
+
+
+def check_token(client: WebClient, timeout: float = TOKEN_CHECK_TIMEOUT) -> None:
+    """SLACK_BOT_TOKEN asked once with `auth.test` (through `client`'s base URL and token, with a short
+    timeout): a token Slack refuses is a ServeError (one line, `serve` stops); Slack not answering is a
+    warning, and `serve` starts (Slack may be back before the first command)."""
+    probe = WebClient(token=client.token, base_url=client.base_url, timeout=int(max(1, timeout)))
+    try:
+        answer = probe.auth_test()
+    except SlackApiError as exc:
+        error, status = error_code(exc)  # Slack's error string, or http_<status>: one token, fit for a log
+        if error in BAD_TOKEN_ERRORS:
+            raise ServeError(f"Slack refused SLACK_BOT_TOKEN ({error}): copy the Bot User OAuth Token "
+                             "(xoxb-…) from the app's OAuth & Permissions page") from None
+        log.warning("event=token_unchecked reason=slack_error error=%s status=%d", error[:40], status)
+        return
+    except Exception as exc:  # noqa: BLE001 - Slack unreachable (DNS, refused, timeout): serve anyway
+        log.warning("event=token_unchecked reason=unreachable error=%s", type(exc).__name__)
+        return
+    log.info("event=token_checked team=%s", str(answer.get("team_id") or "")[:20])
 
 
 def run_until(server: Any, stopping: threading.Event, grace: float = HTTP_GRACE_SECONDS) -> None:

@@ -69,6 +69,13 @@ def posting_client(client: WebClient) -> WebClient:
     return clone
 
 
+def fate_unknown(code: str, status: int) -> bool:
+    """Whether a failed post may have landed all the same: a 5xx, a broken connection or timeout (status
+    below 0: no answer), or Slack's internal_error / fatal_error. Such a post is never repeated blindly: the
+    channel's history is read first."""
+    return status >= 500 or status < 0 or code in UNKNOWN_FATE_ERRORS
+
+
 def error_code(exc: SlackApiError) -> tuple[str, int]:
     """(Slack's error string, HTTP status) of a failed call."""
     response = exc.response

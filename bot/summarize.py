@@ -23,9 +23,10 @@ from bot.config import Settings
 from bot.errors import FeedError, SummaryError
 from bot.feed import Deadline, read_capped
 from bot.models import Item
+from bot.search.analysis import base
 from bot.search.highlight import matching_words, words
 from bot.search.index import SearchIndex
-from bot.search.query import Query, parse_query
+from bot.search.query import parse_query
 
 if TYPE_CHECKING:
     import httpx
@@ -39,10 +40,6 @@ MIN_SENTENCE_CHARS = 30
 RELEVANCE_FLOOR = 0.25  # keep items scoring at least this share of the best item's score
 TIMEOUT = 20.0
 MAX_RESPONSE_BYTES = 1024 * 1024  # a chat completion of 600 tokens is a few KB
-_FILLER = """a about an and any are as at be by can do does for from has have how i in into is it its me
-of on or our say says show shows tell than that the their there these this to was we what when where which who
-why with you your"""
-STOPWORDS = frozenset(_FILLER.split())
 _ABBREVIATIONS = ("e.g.", "i.e.", "et al.", "etc.", "vs.", "fig.", "eq.", "approx.", "cf.", "no.")
 _BOUNDARY = re.compile(r"(?<=[.!?])[\"”’)]?\s+(?=[\"“(\[]?[A-Z0-9])")
 _CITATION = re.compile(r"\[(\d+(?:\s*[,;]\s*\d+)*)\]")
@@ -86,7 +83,7 @@ class Summary:
 def topic_terms(topic: str) -> tuple[list[str], bool, Any]:
     """The topic's search terms without filler words, whether the last is a prefix, and its filters."""
     query = parse_query(topic)  # raises SearchError with a one-line message
-    terms = [t for t in query.terms if t not in STOPWORDS] or list(query.terms)
+    terms = list(query.content)
     prefix_last = bool(terms) and query.prefix_last and terms[-1] == query.terms[-1]
     return terms, prefix_last, query.filters
 
@@ -95,10 +92,10 @@ def retrieve(index: SearchIndex, topic: str, limit: int = MAX_ITEMS) -> tuple[li
     """The items most about the topic (best first, from the search index), the terms used, and whether the
     last is a prefix."""
     terms, prefix_last, filters = topic_terms(topic)
-    found = index.search(Query(tuple(terms), prefix_last, filters, parse_query(topic).phrases), limit)
+    found = index.search(parse_query(topic), limit)
     hits = found.hits
     if found.searched_for:  # a misspelt word was searched as another: the summary quotes what was found
-        terms, prefix_last = [t for t in parse_query(found.searched_for).terms if t not in STOPWORDS], False
+        terms, prefix_last = list(parse_query(found.searched_for).content), False
     if not hits:
         return [], terms, prefix_last
     best = hits[0].score
@@ -137,10 +134,16 @@ def extractive(
             matching_words(vocabulary, [t], prefix_last=prefix_last and i == len(terms) - 1)
             for i, t in enumerate(terms)
         ]
+        # a word counts when it is the term itself, inflected ("captions" for "captioning"), not one that
+        # merely shares its stem ("aligns" is not about "alignment")
+        bases = [{base(t)} for t in terms]
         best: tuple[float, int, str] | None = None
         for position, sentence in enumerate(found):
             present = {w.lower() for w in words(sentence)}
-            covered = sum(1 for hits in per_term if hits & present)
+            covered = sum(1 for n, hits in enumerate(per_term)
+                          if any(base(w) in bases[n] or (prefix_last and n == len(terms) - 1
+                                                          and w.startswith(terms[n].lower()))
+                                 for w in hits & present))
             score = covered * 10 - position * 0.5
             if best is None or score > best[0]:
                 best = (score, covered, sentence)

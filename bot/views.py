@@ -157,24 +157,34 @@ def usage_reply(word: str) -> tuple[str, Blocks]:
     return one_line(f"I don't know {quoted(word, 30)}. Try `{COMMAND} help`; commands: {names}.")
 
 
+BY_MEANING = "related by meaning: it does not use your words"
+
+
 def search_reply(
-    text: str, hits: Sequence[SearchHit], matcher: WordMatcher, more: bool, searched_for: str | None = None,
+    text: str, hits: Sequence[SearchHit], matcher: WordMatcher, total: int, searched_for: str | None = None,
     expanded: str | None = None, note: str | None = None,
 ) -> tuple[str, Blocks]:
+    """The results that earned a place (bot.search.hybrid): how many there are, the best of them, each one
+    found by meaning alone marked as such."""
     if not hits:
         return no_results(text)
+    total = max(total, len(hits))
     blocks: Blocks = [context(f"Searched for {quoted(searched_for)}")] if searched_for else []
     if expanded:
         blocks.append(context(f"Searched for {escape(cut(expanded, 300))}"))
     if note:
         blocks.append(context(escape(note)))
-    blocks.append(context(f"Results for {quoted(text)}" + (f" · the top {len(hits)}" if more else "")))
+    count = f"{total} result{'s' if total != 1 else ''} for {quoted(text)}"
+    blocks.append(context(count + (f" · the best {len(hits)}" if total > len(hits) else "")))
     for hit in hits:
         blocks += item_blocks(hit.item, highlighted_snippet(hit.item.summary, matcher, 300))
+        if hit.by_meaning:
+            blocks.append(context(f"_{BY_MEANING}_"))
         blocks.append(result_actions(hit.item))
-    titles = "; ".join(escape(cut(h.item.title, 100)) for h in hits)
+    titles = "; ".join(escape(cut(h.item.title, 100)) + (" (related by meaning)" if h.by_meaning else "")
+                       for h in hits)
     searched = f"Searched for {quoted(searched_for)}. " if searched_for else ""
-    return f"{searched}{len(hits)} result(s) for {quoted(text)}: {titles}", blocks
+    return f"{searched}{count}: {titles}", blocks
 
 
 def result_actions(item: Item) -> dict[str, Any]:
@@ -206,10 +216,13 @@ def related_reply(item: Item, related: Sequence[Any]) -> tuple[str, Blocks]:
     return f"Related to {escape(cut(item.title, 100))}: {titles}", blocks
 
 
-def no_results(text: str) -> tuple[str, Blocks]:
+def no_results(text: str, missing: Sequence[str] = (), topics: Sequence[str] = ()) -> tuple[str, Blocks]:
+    """Nothing earned a place: one line saying so (and which words no item holds), and what to try."""
+    absent = f" No item holds {', '.join(quoted(w, 40) for w in missing[:3])}." if missing else ""
+    related = ", ".join(f"`{escape(cut(t, 60))}`" for t in topics[:2]) or "`vision`, `privacy`, `speech`"
     message = (
-        f"No results for {quoted(text)}. Try fewer or broader words (e.g. `vision`, `privacy`, `speech`), "
-        f"check the spelling, drop a since:, type: or author: filter, or see `{COMMAND} latest`."
+        f"No results for {quoted(text)}.{absent} Try fewer or broader words, or a related topic (e.g. "
+        f"{related}), check the spelling, drop a since:, type: or author: filter, or see `{COMMAND} latest`."
     )
     return one_line(message)
 

@@ -407,10 +407,10 @@ def test_manifest_matches_the_app() -> None:
     assert set(settings["event_subscriptions"]["bot_events"]) == {
         "app_home_opened", "app_uninstalled", "tokens_revoked", "channel_archived", "channel_deleted",
         "group_archived", "group_deleted", "channel_left", "group_left", "member_left_channel",
-        "app_mention", "message.im", "assistant_thread_started", "assistant_thread_context_changed"}
+        "app_mention", "message.im", "app_context_changed"}
     assert manifest["features"]["app_home"]["messages_tab_enabled"] is True
-    assistant = manifest["features"]["assistant_view"]
-    assert assistant["assistant_description"] and assistant["suggested_prompts"]
+    agent = manifest["features"]["agent_view"]  # the agent messaging experience (tests/test_agent.py)
+    assert agent["agent_description"] and agent["suggested_prompts"]
 
 
 # --- the Related button --------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
-"""The named boundaries where imports stay lazy, for start-up time (the README's module map lists them):
-everything else is imported at the top of its module."""
+"""The named boundaries where imports stay lazy, for start-up time (the module map in docs/architecture.md
+lists them): everything else is imported at the top of its module."""
 
 from __future__ import annotations
 

@@ -178,7 +178,7 @@ def test_related_without_a_model_uses_keywords(corpus_store: Store) -> None:
 @pytest.mark.parametrize("text, needle", [
     ("https://machinelearning.apple.com/research/not-here", "not in the archive"),
     ("", "Give a link"),
-    ("zzqxv", "Nothing in the archive matches"),
+    ("zzqxv", "No item in the archive matches"),
 ])
 def test_related_to_something_not_in_the_archive_is_one_line(corpus_store: Store, text: str, needle: str):
     with pytest.raises(SearchError) as caught:

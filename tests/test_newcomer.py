@@ -105,6 +105,8 @@ def test_a_read_on_a_missing_sqlite_file_says_so_and_creates_nothing(
 
 
 def test_writes_still_create_the_archive(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()  # the file, not its folder (a missing folder is refused: test_first_hour)
+    (tmp_path / "b").mkdir()
     assert bot(tmp_path, "migrate", DATABASE_URL="sqlite:///a/m.db").returncode == 0
     assert bot(tmp_path, "poll", FEED_URL=str(RSS), DATABASE_URL="sqlite:///b/p.db").returncode == 0
     assert (tmp_path / "a" / "m.db").exists() and (tmp_path / "b" / "p.db").exists()

@@ -29,6 +29,7 @@ def mode(path: Path) -> int:
 
 def test_a_new_database_and_its_companions_are_private(tmp_path: Path, usual_umask: None) -> None:
     path = tmp_path / "data" / "bot.db"
+    path.parent.mkdir()  # the store makes no folder (issue 21)
     store = SQLiteStore(path)
     store.migrate()
     store.set_meta("k", "v")

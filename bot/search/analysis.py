@@ -38,3 +38,26 @@ def _terms(text: str) -> tuple[str, ...]:
 def terms(text: str) -> list[str]:
     """The indexed terms of `text`, in order (repeats kept)."""
     return list(_terms(text))
+
+
+_INFLECTIONS = ("ies", "es", "s", "ing", "ed")
+
+
+def base(word: str) -> str:
+    """`word` lower-cased without an inflection (plural, -ing, -ed): "captions" and "captioning" are
+    "caption", but "aligns" ("align") is not "alignment". Stricter than the stemmer, for quoting a sentence
+    as about a word: it must hold the word itself, not a word that merely shares its stem."""
+    word = word.lower().replace("’", "'")
+    if word.endswith("'s"):
+        word = word[:-2]
+    for ending in _INFLECTIONS:
+        if word.endswith(ending) and len(word) - len(ending) >= 3:
+            stem = word[: -len(ending)]
+            if ending == "ies":
+                return stem + "y"
+            if ending == "es" and not stem.endswith(("s", "x", "z", "ch", "sh")):
+                return stem + "e"
+            if ending in ("ing", "ed") and len(stem) > 3 and stem[-1] == stem[-2] and stem[-1] not in "lsz":
+                return stem[:-1]  # "running" -> "run"
+            return stem
+    return word

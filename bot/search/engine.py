@@ -165,31 +165,40 @@ def _kind(row: dict[str, Any]) -> str:
     return "research"
 
 
-def _with_ties(searcher: tantivy.Searcher, query: tantivy.Query, limit: int) -> list[tuple[Any, Any]]:
+def _with_ties(
+    searcher: tantivy.Searcher, query: tantivy.Query, limit: int
+) -> tuple[list[tuple[Any, Any]], int]:
     """tantivy's best hits for `query`: at least `limit`, and every hit tied with the `limit`-th (read in
-    growing pages), so which of the tied ones are kept never depends on how tantivy breaks ties."""
+    growing pages), so which of the tied ones are kept never depends on how tantivy breaks ties; and how many
+    documents match in all."""
     wanted = limit + 1
     while True:
-        hits = searcher.search(query, wanted, count=False).hits
+        found = searcher.search(query, wanted, count=True)
+        hits = found.hits
         if len(hits) < wanted or hits[-1][0] < hits[limit - 1][0]:
-            return hits
+            return hits, _count(found)
         wanted *= 4
 
 
-def keyword_scores(snapshot: Snapshot, query: tantivy.Query, limit: int) -> list[tuple[float, str]]:
-    """The best `limit` (score, id), best first, without building Items (the hybrid ranking's candidates);
-    ties with the last place are all read, as in `ranked`, so both stores pick the same."""
+def keyword_scores(
+    snapshot: Snapshot, query: tantivy.Query, limit: int
+) -> tuple[list[tuple[float, str]], int]:
+    """The best `limit` (score, id), best first, without building Items (the hybrid ranking's candidates),
+    and how many items match; ties with the last place are all read, as in `ranked`, so both stores pick the
+    same."""
     searcher = snapshot.searcher
-    hits = _with_ties(searcher, query, limit)
+    hits, matched = _with_ties(searcher, query, limit)
     found = [(round(float(score), 6), str(searcher.doc(address).get_first("id"))) for score, address in hits]
-    return sorted(found, key=lambda hit: (-hit[0], hit[1]))[:limit]
+    return sorted(found, key=lambda hit: (-hit[0], hit[1]))[:limit], matched
 
 
-def ranked_hits(snapshot: Snapshot, query: tantivy.Query, limit: int, store: Store) -> list[SearchHit]:
-    """The best `limit` hits: score, then newest, then id. Hits tied with the last place are all read, so
-    the order never depends on how tantivy breaks ties."""
+def ranked_hits(
+    snapshot: Snapshot, query: tantivy.Query, limit: int, store: Store
+) -> tuple[list[SearchHit], int]:
+    """The best `limit` hits (score, then newest, then id) and how many match. Hits tied with the last place
+    are all read, so the order never depends on how tantivy breaks ties."""
     searcher = snapshot.searcher
-    hits = _with_ties(searcher, query, limit)
+    hits, matched = _with_ties(searcher, query, limit)
     # (score, published, id): published as the row's ISO-8601 UTC text, which sorts as the time does; only
     # the hits kept become Items.
     ranked: list[tuple[float, str, str]] = []
@@ -198,7 +207,35 @@ def ranked_hits(snapshot: Snapshot, query: tantivy.Query, limit: int, store: Sto
         ranked.append((round(float(score), 6), snapshot.entries[key].published, key))
     ranked.sort(key=lambda hit: hit[2])
     ranked.sort(key=lambda hit: hit[:2], reverse=True)
-    return hits_of(store, ranked[:limit])
+    return hits_of(store, ranked[:limit]), matched
+
+
+def newest_hits(
+    snapshot: Snapshot, query: tantivy.Query, limit: int, store: Store
+) -> tuple[list[SearchHit], int]:
+    """The newest `limit` items `query` (filters only, no words) selects, newest first, then by id, and how
+    many it selects: read in tantivy's order of the publication date, so a search of a date span reads `limit`
+    hits, not every item of the span."""
+    searcher = snapshot.searcher
+    entries = snapshot.entries
+    wanted = limit + 1
+    while True:  # every item dated as the limit-th is read, so both stores keep the same ones
+        found = searcher.search(query, wanted, count=True, order_by_field="published",
+                                order=tantivy.Order.Desc)
+        keys = [str(searcher.doc(address).get_first("id")) for _, address in found.hits]
+        days = [entries[k].published if k in entries else "" for k in keys]
+        if len(keys) < wanted or days[-1] != days[limit - 1]:
+            break
+        wanted *= 4
+    ranked = sorted(((0.0, day, k) for k, day in zip(keys, days, strict=True) if k in entries),
+                    key=lambda hit: hit[2])
+    ranked.sort(key=lambda hit: hit[1], reverse=True)
+    return hits_of(store, ranked[:limit]), _count(found)
+
+
+def _count(found: Any) -> int:
+    """How many documents matched (tantivy's `SearchResult.count`, asked for with count=True)."""
+    return int(getattr(found, "count", None) or 0)
 
 
 def hits_of(store: Store, ranked: list[tuple[float, str, str]]) -> list[SearchHit]:

@@ -12,6 +12,7 @@ by their analyzed terms, in order (so "large language models" is "large language
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -105,3 +106,16 @@ def shown(expansions: list[Expansion]) -> str | None:
     if not expansions:
         return None
     return "; ".join(", ".join((e.said, *e.shown)) for e in expansions)
+
+
+def suggest(words: Sequence[str], limit: int = 2) -> list[str]:
+    """Topics of the glossary near `words` (an entry one of whose forms shares a term with them), to try when
+    nothing matched: their long forms, as written."""
+    wanted = {t for w in words for t in terms(w)}
+    found: list[str] = []
+    for entry in entries():
+        if any(wanted & set(terms(form)) for form in entry.forms):
+            found += [form for form in (entry.long[0], entry.short) if form.lower() not in words][:1]
+        if len(found) >= limit:
+            break
+    return found

@@ -119,8 +119,8 @@ def _first_of(words: Set[str], text: str) -> re.Match[str] | None:
     """The first whole-word occurrence in `text` of any of `words`."""
     if not words:
         return None
-    alternatives = "|".join(map(re.escape, sorted(words, key=len, reverse=True)))
-    return re.search(rf"(?<!\w)(?:{alternatives})(?!\w)", text)
+    # the text's words are whole \w runs, as `words` were found: no pattern to compile for each answer
+    return next((found for found in _WORD.finditer(text) if found.group() in words), None)
 
 
 def inert(text: str) -> str:

@@ -1,21 +1,30 @@
-"""Hybrid ranking: the keyword score (BM25, from bot.search.engine) blended with the similarity of meaning
-(bot.search.vectors), for SearchIndex.search when search by meaning is on. Imported with the embedding model
-(numpy's boundary), never at start-up.
+"""Hybrid ranking: who earns a place among the results, and in what order, when search by meaning is on.
+Imported with the embedding model (numpy's boundary), never at start-up.
 
-    rank(model, snapshot, vectors, query, expansions, keyword, limit, store) -> [SearchHit, ...]
+    rank(model, snapshot, vectors, query, expansions, words, keyword, limit, store) -> Ranked(hits, total)
 
-The blend: KEYWORD_WEIGHT x the keyword score as a share of the best keyword hit's, plus the rest x the cosine
-similarity of the query's and the item's vectors, scaled between the CANDIDATES-th nearest item's and the
-nearest's (among the items the query's filters allow); the KEYWORD_CANDIDATES best by keywords and the
-CANDIDATES nearest in meaning compete. A blend, not reciprocal rank fusion, because it keeps how far ahead a
-hit is: an exact title or a rare word beats everything in BM25, and stays first, where ranks alone would not.
-Tuned on tests/data/judged_queries.json (benchmarks/bench_quality.py). Equal scores are ordered newest
-first, then by id, as keyword search orders them.
+Who earns a place:
+- an item that matches the words (bot.search.keywords: every quoted phrase, and both of two loose words or
+  two thirds of more, each word by its stems, its correction or a glossary form), however far its meaning;
+- unless the query quotes a phrase, or none of its words is in the archive, an item close in meaning alone
+  (marked `by_meaning`): its cosine similarity to the query stands MEANING_Z standard deviations above the
+  mean over the items the filters allow (WORDS_MATCHED_Z more when some items match the words), is at least
+  MEANING_FLOOR, and at least NEAR_TOP (NEAR_TOP_ALONE when no item matches the words) of the nearest item's.
+Nothing else: a reply may hold one result, or none, and `total` says how many earned a place.
+
+The order: items that match the words first (TIER), each by KEYWORD_WEIGHT x its keyword score (BM25) as a
+share of the best keyword hit's, plus the rest x how far its similarity stands out (z-score / Z_FULL,
+clipped to [0, 1]): a measure of this query against this archive, not against the nearest item, so a rare
+word's one item keeps its lead. Then items close in meaning alone, by the same measure. Equal scores are
+ordered newest first, then by id, as keyword search orders them.
+
+The constants were tuned on tests/data/judged_queries.json only; tests/data/heldout_queries.json measures
+what users get (benchmarks/bench_quality.py prints both).
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, time, timedelta
 from typing import TYPE_CHECKING
 
@@ -24,8 +33,8 @@ import tantivy
 
 from bot.models import SearchHit
 from bot.search import glossary
-from bot.search.engine import Snapshot, hits_of, keyword_scores, ranked_hits
-from bot.search.keywords import combined, filter_clauses
+from bot.search.engine import Snapshot, hits_of, keyword_scores
+from bot.search.keywords import Words, combined, filter_clauses
 from bot.search.query import Query
 from bot.store import Store
 
@@ -33,52 +42,76 @@ if TYPE_CHECKING:
     from bot.search.embed import Embedder
     from bot.search.vectors import Vectors
 
-KEYWORD_WEIGHT = 0.4
+KEYWORD_WEIGHT = 0.5
+KEYWORD_CANDIDATES = 50  # best by keywords considered
 CANDIDATES = 50  # nearest by meaning considered
-KEYWORD_CANDIDATES = 20  # best by keywords considered (20 ranks the judged set as 50 does, cheaper)
-NO_WORDS_FLOOR = 0.3  # with no keyword hit, matches by meaning alone need this cosine similarity
+MEANING_Z = 1.5  # a match by meaning alone stands this many standard deviations above the mean similarity
+MEANING_FLOOR = 0.15  # ... and has at least this cosine similarity
+WORDS_MATCHED_Z = 0.5  # ... more when some items match the words
+NEAR_TOP = 0.85  # ... and at least this share of the nearest item's
+NEAR_TOP_ALONE = 0.7  # ... when no item matches the words
+Z_FULL = 5.0  # a similarity this many standard deviations above the mean counts in full
+TIER = 1.0  # added to a match of the words: they rank above matches by meaning alone
+
+
+@dataclass(frozen=True)
+class Ranked:
+    hits: list[SearchHit]
+    total: int  # how many items earned a place (the hits are the best of them)
 
 
 def rank(model: Embedder, snapshot: Snapshot, vectors: Vectors, query: Query,
-         expansions: list[glossary.Expansion], keyword: tantivy.Query, limit: int, store: Store
-         ) -> list[SearchHit]:
-    """The best `limit` hits for `query` (whose keyword part is `keyword`), by the blend above; by keywords
-    alone when nothing is near enough in meaning."""
-    words = [query.text or " ".join(query.terms)] + [" ".join(e.shown) for e in expansions]
-    qvec = model.embed([" ".join(words)])[0]
+         expansions: list[glossary.Expansion], words: Words, keyword: tantivy.Query, limit: int, store: Store
+         ) -> Ranked:
+    """The best `limit` hits for `query` (whose keyword part, filters included, is `keyword`), by the blend
+    above."""
+    text = [" ".join(words.words) or query.text or " ".join(query.terms)]
+    text += [" ".join(e.shown) for e in expansions]
+    qvec = model.embed([" ".join(text)])[0]
     sims = vectors.similarities(qvec)
     allowed = _allowed(snapshot, vectors, query)
     if allowed is not None:
         sims = np.where(allowed, sims, -np.inf)
-    keyword_hits = keyword_scores(snapshot, keyword, KEYWORD_CANDIDATES)
+    finite = sims[np.isfinite(sims)]
+    mean = float(finite.mean()) if len(finite) else 0.0
+    spread = max(float(finite.std()), 1e-6) if len(finite) > 1 else 1.0
+    keyword_hits, matched = keyword_scores(snapshot, keyword, KEYWORD_CANDIDATES)
     nearest = np.argpartition(-sims, CANDIDATES)[:CANDIDATES] if len(sims) > CANDIDATES else \
         np.arange(len(sims))
     nearest = nearest[np.isfinite(sims[nearest])]
-    # (similarity, id) of the nearest, best first, as Python values (numpy scalars are slow one by one)
-    order = sorted(zip(sims[nearest].tolist(), (vectors.ids[n] for n in nearest.tolist()), strict=True),
-                   key=lambda near: (-near[0], near[1]))
-    if not keyword_hits:  # none of the words is in the archive: only a clear match by meaning counts
-        order = [near for near in order if near[0] >= NO_WORDS_FLOOR]
-    if not order:
-        return ranked_hits(snapshot, keyword, limit, store)
-    top, floor = order[0][0], order[-1][0]
-    span = max(top - floor, 1e-6)
     best_keyword = keyword_hits[0][0] if keyword_hits else 0.0
     at = [vectors.position.get(item_id, -1) for _, item_id in keyword_hits]
     similar = sims[[n if n >= 0 else 0 for n in at]].tolist() if at else []
     scores: dict[str, float] = {}
     for (score, item_id), n, similarity in zip(keyword_hits, at, similar, strict=True):
-        meaning = 0.0 if n < 0 else max(0.0, (similarity - floor) / span)
+        meaning = 0.0 if n < 0 else _standing(similarity, mean, spread)
         share = score / best_keyword if best_keyword > 0 else 0.0
-        scores[item_id] = KEYWORD_WEIGHT * share + (1 - KEYWORD_WEIGHT) * meaning
-    for similarity, item_id in order:
-        if item_id not in scores:
-            scores[item_id] = (1 - KEYWORD_WEIGHT) * (similarity - floor) / span
+        scores[item_id] = TIER + KEYWORD_WEIGHT * share + (1 - KEYWORD_WEIGHT) * meaning
+    by_meaning: set[str] = set()
+    top = max(sims[nearest].tolist(), default=0.0)
+    least = MEANING_Z + (WORDS_MATCHED_Z if keyword_hits else 0.0)
+    near = NEAR_TOP if keyword_hits else NEAR_TOP_ALONE
+    if not words.known or query.phrases:  # no word is in the archive: nothing to be close in meaning to;
+        nearest = nearest[:0]  # a quoted phrase: only the items holding it
+    for n, similarity in zip(nearest.tolist(), sims[nearest].tolist(), strict=True):
+        item_id = vectors.ids[n]
+        if item_id in scores or similarity < max(MEANING_FLOOR, near * top) \
+                or (similarity - mean) / spread < least:
+            continue
+        scores[item_id] = (1 - KEYWORD_WEIGHT) * _standing(similarity, mean, spread)
+        by_meaning.add(item_id)
     entries = snapshot.entries
     ranked = sorted(((round(score, 6), entries[i].published, i) for i, score in scores.items()
                      if i in entries), key=lambda h: h[2])
     ranked.sort(key=lambda h: h[:2], reverse=True)
-    return hits_of(store, ranked[:limit])
+    hits = [replace(hit, by_meaning=True) if hit.item.id in by_meaning else hit
+            for hit in hits_of(store, ranked[:limit])]
+    return Ranked(hits, max(matched, len(keyword_hits)) + len(by_meaning))
+
+
+def _standing(similarity: float, mean: float, spread: float) -> float:
+    """How far `similarity` stands out from the archive's, in [0, 1]."""
+    return min(1.0, max(0.0, (similarity - mean) / spread / Z_FULL))
 
 
 def _allowed(snapshot: Snapshot, vectors: Vectors, query: Query) -> np.ndarray | None:

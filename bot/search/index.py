@@ -31,9 +31,10 @@ from bot.config import Settings
 from bot.errors import BotError, SearchError, SearchUnavailable
 from bot.models import SearchHit
 from bot.search import glossary
-from bot.search.engine import Snapshot, build, ranked_hits
+from bot.search.engine import Snapshot, build, newest_hits, ranked_hits
 from bot.search.keywords import combined, filter_clauses, text_query
-from bot.search.query import Query
+from bot.search.query import MAX_QUERY_CHARS, Query
+from bot.search.words import STOPWORDS
 from bot.store import Store
 
 if TYPE_CHECKING:
@@ -44,12 +45,9 @@ log = logging.getLogger("bot.search")
 
 READY_WAIT = 2.0
 MAX_FOUND = 256  # searches whose answers are kept (SearchIndex._found)
-_FILLER = """a about an and any are as at be by can do does for from has have how i in into is it its me of
-on or our say says show shows tell than that the their there these this to was we what when where which who
-why with you your"""
-STOPWORDS = frozenset(_FILLER.split())  # words that say nothing about a topic (as bot.summarize's)
 LOADING_NOTE = ("Search by meaning is still starting up: these results match your words only (nothing is "
                 "lost; ask again in a minute to also match by meaning).")
+CUT_NOTE = f"Your search was longer than {MAX_QUERY_CHARS} characters; I searched its first words."
 
 
 @dataclass(frozen=True)
@@ -59,7 +57,10 @@ class Found:
     hits: list[SearchHit]
     searched_for: str | None = None
     expanded: str | None = None  # the glossary forms searched too: "LLM, large language model"
-    note: str | None = None  # why these results match words only (search by meaning unavailable)
+    note: str | None = None  # why these results match words only (search by meaning unavailable), or that
+    # a long query was cut
+    total: int = 0  # how many items earned a place (hits are the best `limit` of them)
+    missing: tuple[str, ...] = ()  # words of the query that no item holds
 
 
 class SearchIndex:
@@ -115,9 +116,26 @@ class SearchIndex:
             self._lock.release()
         if self.meaning:
             try:
-                self.vectors(self.current())
+                vectors = self.vectors(self.current())
             except BotError as exc:
                 log.warning("event=vectors_unavailable reason=%r", str(exc))
+                return
+            self._drop_other_models(vectors)
+
+    def _drop_other_models(self, vectors: Vectors | None) -> None:
+        """At serve's start, once every item has its vector for the model in use: the vectors of other models
+        (an earlier EMBEDDINGS_MODEL, the bundled model before an endpoint was set) are dead weight, deleted.
+        Only here: a one-shot command (`search`, `related`, the shell) run with other settings against the
+        same database never deletes what the server uses; `reindex` drops them too."""
+        if vectors is None:
+            return
+        try:
+            dropped = self.store.drop_item_vectors(vectors.model)
+        except BotError as exc:
+            log.warning("event=old_vectors_kept reason=%r", str(exc))
+            return
+        if dropped:
+            log.info("event=old_vectors_dropped kept_model=%s count=%d", vectors.model, dropped)
 
     def current(self, store: Store | None = None) -> Snapshot:
         """The index as fresh as the archive: rebuilt when the store's change marker moved. `store` (a view of
@@ -242,26 +260,38 @@ class SearchIndex:
                               "you are looking for.")
         expansions = glossary.expand(list(query.terms), query.text)
         reader = store or self.store
-        text, searched_for = text_query(snapshot, query, reader, expansions)
+        words = text_query(snapshot, query, reader, expansions)
+        text, searched_for = words.query, words.searched_for
         clauses = [] if text is None else [(tantivy.Occur.Must, text)]
         clauses += filter_clauses(query)
         expanded = glossary.shown(expansions)
         dated = query.filters.since or query.filters.until
+        cut = CUT_NOTE if query.cut else None
         if not clauses or (text is None and not query.filters.authors and not dated):
-            return Found([], searched_for, expanded)
+            return Found([], searched_for, expanded, cut, 0, words.missing)
         keyword = combined(clauses)
-        vectors, note = (None, None) if text is None else self._ready_vectors(snapshot, store)
+        if text is None:  # filters only: the newest items they select
+            hits, total = newest_hits(snapshot, keyword, limit, reader)
+            return Found(hits, searched_for, expanded, cut, total)
+        vectors, note = self._ready_vectors(snapshot, store)
         if vectors is None:
-            return Found(ranked_hits(snapshot, keyword, limit, reader), searched_for, expanded, note)
+            hits, total = ranked_hits(snapshot, keyword, limit, reader)
+            return Found(hits, searched_for, expanded, _notes(note, cut), total, words.missing)
         from bot.search import hybrid  # numpy's boundary: imported with the model
 
         try:
-            hits = hybrid.rank(self.model(), snapshot, vectors, query, expansions, keyword, limit, reader)
+            ranked = hybrid.rank(self.model(), snapshot, vectors, query, expansions, words, keyword, limit,
+                                 reader)
         except BotError as exc:  # the endpoint failed on the query: words only
             note = f"Search by meaning is unavailable ({' '.join(str(exc).split())[:150]}); these results " \
                    "match your words only."
-            return Found(ranked_hits(snapshot, keyword, limit, reader), searched_for, expanded, note)
-        return Found(hits, searched_for, expanded)
+            hits, total = ranked_hits(snapshot, keyword, limit, reader)
+            return Found(hits, searched_for, expanded, _notes(note, cut), total, words.missing)
+        return Found(ranked.hits, searched_for, expanded, cut, ranked.total, words.missing)
+
+
+def _notes(*notes: str | None) -> str | None:
+    return " ".join(n for n in notes if n) or None
 
 
 def meaning_model(settings: Settings) -> Callable[[], Embedder]:

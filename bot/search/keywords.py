@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 
 import tantivy
@@ -29,6 +30,7 @@ MIN_FUZZY_CHARS = 5
 LONG_WORD_CHARS = 8
 MIN_STEM_CHARS = 4  # a typed prefix falls back to an indexed start of it no shorter than this
 MAX_PREFIX_TERMS = 32  # the indexed terms a typed prefix expands to (the most frequent)
+MAX_CORRECTIONS = 1024  # misspelt words whose correction a snapshot keeps
 FUZZY_SAMPLE = 20  # documents read to name the word a fuzzy match found
 SHOULD = tantivy.Occur.Should
 _WORDS = re.compile(r"[^\W_]+")
@@ -81,63 +83,128 @@ def _prefixed(searcher: tantivy.Searcher, typed: str) -> list[str]:
     return chosen
 
 
+@dataclass(frozen=True)
+class Words:
+    """A query's words as the engine searches them (`text_query`)."""
+
+    query: tantivy.Query | None  # the scoring part, None when the query has no words
+    searched_for: str | None  # the query as searched, when a misspelt word was searched as another
+    words: tuple[str, ...]  # the words that decide the ranking, as searched (corrected): what meaning embeds
+    required: int  # how many of the loose words (each with its other forms) an item must hold
+    known: int = 0  # how many of the words some item holds (a made-up word is in none)
+    missing: tuple[str, ...] = ()  # the words no item holds, as typed
+
+
+def required(loose: int) -> int:
+    """How many of `loose` words an item must hold to match them: all of one or two words, a clear majority
+    (two thirds, rounded up) of more."""
+    return loose if loose <= 2 else -(-2 * loose // 3)
+
+
 def text_query(
     snapshot: Snapshot, query: Query, store: Store, expansions: list[glossary.Expansion] | None = None
-) -> tuple[tantivy.Query | None, str | None]:
-    """The scoring part of a query (None when it has no words), and the query as searched when a word was
-    corrected. The glossary's other forms of an abbreviation or long form the query names are OR-ed in, each
-    as a phrase (an abbreviation also as its plural: "LLM" finds "LLMs")."""
+) -> Words:
+    """The scoring part of a query: every quoted phrase, and `required` of its loose content words (each word
+    matched by its stems, the prefix it was typed as, its correction, or a glossary form standing for it: the
+    glossary's other forms of an abbreviation or long form the query names, each a phrase, an abbreviation
+    also as its plural, "LLM" finds "LLMs")."""
     searcher = snapshot.searcher
-    parts: list[tantivy.Query] = []
+    clauses: list[tantivy.Query] = []
     shown: list[str] = []
+    searched: list[str] = []
     corrected = False
+    missing: list[str] = []
     in_phrases = {w for phrase in query.phrases for w in phrase}
-    loose = [w for w in query.terms if w not in in_phrases]
+    loose = [w for w in query.content if w not in in_phrases]
+    forms = _glossary_forms(loose, expansions or [])
     for n, word in enumerate(loose):
         stems = terms(word)
         if not stems:
             continue
         alternatives = list(dict.fromkeys(stems))
-        if query.prefix_last and n == len(loose) - 1:
+        if query.prefix_last and n == len(loose) - 1 and word == query.terms[-1]:
             alternatives += [t for t in _prefixed(searcher, word) if t not in alternatives]
-        if any(_known(searcher, t) for t in alternatives) or len(word) < MIN_FUZZY_CHARS or len(stems) > 1:
-            parts += [_term(t) for t in alternatives]
+        parts: list[tantivy.Query]
+        indexed = any(_known(searcher, t) for t in alternatives)
+        if indexed or len(word) < MIN_FUZZY_CHARS or len(stems) > 1:
+            parts = [_term(t) for t in alternatives]
             shown.append(word)
-            continue
-        correction = _correct(snapshot, word, stems[0], store)
-        if correction is None:
-            shown.append(word)
-            continue
-        term, surface = correction
-        parts.append(_term(term))
-        shown.append(surface)
-        corrected = True
+            searched.append(word)
+            if not indexed:
+                missing.append(word)
+        else:
+            correction = _correct(snapshot, word, stems[0], store)
+            if correction is None:
+                parts = [_term(t) for t in alternatives]
+                shown.append(word)
+                searched.append(word)
+                missing.append(word)
+            else:
+                term, surface = correction
+                parts = [_term(term)]
+                shown.append(surface)
+                searched.append(surface)
+                corrected = True
+        if forms.get(word) and word in missing:  # a glossary form may stand for it
+            missing.remove(word)
+        parts += forms.get(word, [])
+        either = [(SHOULD, p) for p in parts]
+        clauses.append(parts[0] if len(parts) == 1 else tantivy.Query.boolean_query(either))
+    musts: list[tantivy.Query] = []
     for phrase in query.phrases:
         words: list[str | tuple[int, str]] = [t for w in phrase for t in terms(w)]
         if words:
-            parts.append(_phrase(words, tuple(name for name, _ in TEXT_FIELDS)))
+            musts.append(_phrase(words, tuple(name for name, _ in TEXT_FIELDS)))
             shown.append('"' + " ".join(phrase) + '"')
-    for expansion in expansions or ():
+            searched.append(" ".join(phrase))
+    need = required(len(clauses))
+    if not clauses and not musts:
+        return Words(None if not query.terms else tantivy.Query.boolean_query([]), None, (), 0)
+    if len(clauses) == 1 and not musts:
+        text = clauses[0]
+    elif not musts:
+        text = tantivy.Query.boolean_query([(SHOULD, c) for c in clauses], need)
+    else:
+        parts_of = [(tantivy.Occur.Must, m) for m in musts] + [(SHOULD, c) for c in clauses]
+        text = tantivy.Query.boolean_query(parts_of, need if clauses else None)
+    known = len(clauses) - len(missing) + len(musts)
+    return Words(text, " ".join(shown) if corrected else None, tuple(searched), need, known, tuple(missing))
+
+
+def _glossary_forms(
+    loose: list[str], expansions: list[glossary.Expansion]
+) -> dict[str, list[tantivy.Query]]:
+    """The glossary forms (as phrase queries, at EXPANSION_BOOST) that stand for each loose word: every word
+    of the form the query said ("speech" and "recognition" both stand for "ASR")."""
+    found: dict[str, list[tantivy.Query]] = {}
+    for expansion in expansions:
+        said = set(terms(expansion.said.lower()))
+        said_words = {w.lower() for w in expansion.said.split()}
+        owners = [w for w in loose if set(terms(w)) & said or w in said_words
+                  or (w.endswith("s") and w[:-1] in said_words)]
         for form in expansion.adds:
             variants: list[list[str | tuple[int, str]]] = [list(form)]
             if len(form) == 1:
                 variants.append([form[0] + "s"])
             for variant in variants:
-                added = _phrase(variant, tuple(name for name, _ in TEXT_FIELDS))
-                parts.append(tantivy.Query.boost_query(added, EXPANSION_BOOST))
-    if not parts:
-        return (None if not query.terms else tantivy.Query.boolean_query([])), None
-    text = parts[0] if len(parts) == 1 else tantivy.Query.boolean_query([(SHOULD, p) for p in parts])
-    return text, (" ".join(shown) if corrected else None)
+                added = tantivy.Query.boost_query(_phrase(variant, tuple(name for name, _ in TEXT_FIELDS)),
+                                                  EXPANSION_BOOST)
+                for word in owners:
+                    found.setdefault(word, []).append(added)
+    return found
 
 
 def _correct(snapshot: Snapshot, word: str, stem: str, store: Store) -> tuple[str, str] | None:
     """For a word no indexed term matches: the nearest indexed term within the fuzzy distance (tantivy's
     fuzzy term query finds the documents; their words name the term: nearest, then most frequent), and the
     word as most often written there."""
-    if word in snapshot.corrections:
-        return snapshot.corrections[word]
-    snapshot.corrections[word] = found = _nearest(snapshot, stem, store)
+    corrections = snapshot.corrections
+    if word in corrections:
+        return corrections[word]
+    found = _nearest(snapshot, stem, store)
+    while len(corrections) >= MAX_CORRECTIONS:  # the oldest first: a stream of random words holds no memory
+        corrections.pop(next(iter(corrections)), None)
+    corrections[word] = found
     return found
 
 

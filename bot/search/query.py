@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from bot.errors import SearchError
 from bot.models import SearchFilters
+from bot.search.words import MIN_FILLER_WORDS, STOPWORDS, content
 
 if TYPE_CHECKING:
     from bot.search.index import Found, SearchIndex
@@ -54,12 +55,21 @@ class Query:
     prefix_last: bool
     filters: SearchFilters = field(default_factory=SearchFilters)
     phrases: tuple[tuple[str, ...], ...] = ()  # quoted words of two or more (their words are in terms too)
-    text: str = ""  # the words as typed, without filters (what search by meaning embeds)
+    text: str = ""  # the words as typed, without filters
+    content: tuple[str, ...] = ()  # the terms that decide the ranking: without filler (bot.search.words)
+    cut: bool = False  # the text was longer than MAX_QUERY_CHARS: its first words were searched
+
+    def __post_init__(self) -> None:
+        if not self.content and self.terms:
+            object.__setattr__(self, "content", tuple(content(self.terms, question=False)))
 
 
-def parse_query(text: str) -> Query:
-    if len(text) > MAX_QUERY_CHARS:
-        raise SearchError(f"That search is {len(text)} characters long; keep it under {MAX_QUERY_CHARS}.")
+def parse_query(text: str, *, every_word: bool = False) -> Query:
+    """`text` as a Query; `every_word` keeps filler words in `content` (a title looked up by its words)."""
+    cut = len(text) > MAX_QUERY_CHARS
+    if cut:  # searched up to the last whole word that fits
+        text = text[: MAX_QUERY_CHARS + 1].rsplit(None, 1)[0] if " " in text[:MAX_QUERY_CHARS] \
+            else text[:MAX_QUERY_CHARS]
     dates: dict[str, date] = {}
     kind: str | None = None
     for name, value in _FILTER.findall(text):
@@ -80,18 +90,24 @@ def parse_query(text: str) -> Query:
     phrases = []
     for groups in _PHRASE.findall(rest):
         quoted = tuple(w.lower() for w in _WORD.findall("".join(groups)) if w != "_")
-        if len(quoted) > 1 and all(w in unique for w in quoted) and quoted not in phrases:
+        if len(quoted) > 1 and all(w in unique for w in quoted) and quoted not in phrases \
+                and not all(w in STOPWORDS for w in quoted):  # "of the" says nothing: its words stay loose
             phrases.append(quoted)
     since, until = dates.get("since"), dates.get("until")
     if not unique and not authors and not (since or until):
         raise SearchError("Type some words to search for, for example: search image captioning")
     if not unique:
-        return Query((), False, SearchFilters(since=since, until=until, kind=kind, authors=authors))
+        return Query((), False, SearchFilters(since=since, until=until, kind=kind, authors=authors), cut=cut)
     # A prefix match on the last word (as typed, not followed by a space), once it is long enough to mean it.
     prefix_last = bool(rest) and bool(_WORD.search(rest[-1])) and len(words[-1]) >= MIN_PREFIX_CHARS
     filters = SearchFilters(since=since, until=until, kind=kind, authors=authors)
     typed = " ".join(_WORD.findall(rest))[:MAX_QUERY_CHARS]
-    return Query(tuple(unique), prefix_last, filters, tuple(phrases[:MAX_TERMS]), typed)
+    in_phrases = {w for phrase in phrases for w in phrase}
+    loose = [w for w in unique if w not in in_phrases]
+    question = "?" in rest or len(unique) >= MIN_FILLER_WORDS
+    worth = content(loose, question)
+    kept = tuple(unique) if every_word else tuple(w for w in unique if w in in_phrases or w in worth)
+    return Query(tuple(unique), prefix_last, filters, tuple(phrases[:MAX_TERMS]), typed, kept, cut)
 
 
 def _authors(text: str) -> tuple[str, ...]:

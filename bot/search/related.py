@@ -61,10 +61,12 @@ def find_item(index: SearchIndex, text: str, store: Store | None = None) -> Item
         if named is None:
             raise NothingFound(f"That link is not in the archive: {text[:100]}")
         return named
-    hits = index.search(parse_query(text[:MAX_QUERY_CHARS]), 1, store).hits
+    # every word typed (a title's words, filler too) must be in the item: close in meaning is not named
+    query = parse_query(text[:MAX_QUERY_CHARS], every_word=True)
+    hits = [hit for hit in index.search(query, 1, store).hits if not hit.by_meaning]
     if not hits:
-        raise NothingFound(f"Nothing in the archive matches {text[:100]!r}; try words of the title or a "
-                           "link.")
+        raise NothingFound(f"No item in the archive matches {text[:100]!r}; try other words of its title, or "
+                           "its link.")
     return hits[0].item
 
 

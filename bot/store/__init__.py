@@ -14,6 +14,7 @@ a digest, the digest ledger); `store` (`Store`, their composition), `merge`
 
 from __future__ import annotations
 
+from bot.errors import ConfigError
 from bot.store.base import MIGRATIONS
 from bot.store.conn import Conn
 from bot.store.models import authors_text, from_iso, iso, utcnow
@@ -46,4 +47,12 @@ def open_store(database_url: str) -> Store:
         return PostgresStore(database_url)
     from bot.config import sqlite_path
 
-    return SQLiteStore(sqlite_path(database_url))
+    path = sqlite_path(database_url)
+    folder = path.absolute().parent
+    if not folder.is_dir():  # never made here: a typo would put the archive on another disk
+        what = "is a file, not a folder" if folder.exists() else \
+            "does not exist: create it, or correct the path"
+        raise ConfigError("DATABASE_URL", f"the folder {path.parent} {what} (in {database_url!r})")
+    if path.is_dir():
+        raise ConfigError("DATABASE_URL", f"{path} is a folder, not a database file (in {database_url!r})")
+    return SQLiteStore(path)

@@ -40,6 +40,7 @@ MIGRATIONS = (
     "m012_follows_saved",
     "m013_answered_events",
     "m014_item_vectors",
+    "m017_agent",
 )
 # A merge_index that adds or enriches this many items is followed by _after_bulk_merge.
 BULK_MERGE = 200

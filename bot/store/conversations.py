@@ -64,13 +64,16 @@ class ConversationsMixin(StoreBase):
             return "reclaimed" if cursor.rowcount == 1 else "busy"
 
     def settle_question(self, team_id: str, channel_id: str, message_ts: str, *, state: str,
-                        understood: str | None = None, reply_ts: str | None = None) -> None:
-        """Record the outcome ("answered" or "failed"), the question as understood and the reply's ts."""
+                        understood: str | None = None, reply_ts: str | None = None,
+                        shown: str | None = None) -> None:
+        """Record the outcome ("answered" or "failed"), the question as understood, the reply's ts and the
+        items it showed (JSON, for the feedback on it: bot.store.agent)."""
         with self._write() as db:
             db.execute(
-                "UPDATE answered_events SET state = ?, understood = ?, reply_ts = ?, updated_at = ? "
+                "UPDATE answered_events SET state = ?, understood = ?, reply_ts = ?, shown = ?, "
+                "updated_at = ? "
                 "WHERE team_id = ? AND channel_id = ? AND message_ts = ?",
-                [state, understood, reply_ts, iso(utcnow()), team_id, channel_id, message_ts],
+                [state, understood, reply_ts, shown, iso(utcnow()), team_id, channel_id, message_ts],
             )
 
     def release_question(self, team_id: str, channel_id: str, message_ts: str) -> None:

@@ -31,6 +31,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
 from bot.errors import LockTimeout, StoreError
+from bot.store.agent import AGENT_SCHEMA
 from bot.store.base import one_line
 from bot.store.conn import Conn
 from bot.store.conversations import ANSWERED_EVENTS
@@ -212,6 +213,12 @@ def m014_item_vectors(db: Conn) -> None:
     db.execute(VECTORS_TABLE.format(blob="BYTEA"))
 
 
+def m017_agent(db: Conn) -> None:
+    """The agent messaging experience (issue 20): bot.store.agent.AGENT_SCHEMA, as SQLite's."""
+    for sql in AGENT_SCHEMA:
+        db.execute(sql)
+
+
 PG_MIGRATIONS = (
     m001_items,
     m002_delivery,
@@ -227,6 +234,7 @@ PG_MIGRATIONS = (
     m012_follows_saved,
     m013_answered_events,
     m014_item_vectors,
+    m017_agent,
 )
 
 

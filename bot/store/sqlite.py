@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Self
 from urllib.parse import quote
 
 from bot.errors import LockTimeout, StoreError
+from bot.store.agent import AGENT_SCHEMA
 from bot.store.base import MIGRATIONS
 from bot.store.conn import Conn
 from bot.store.conversations import ANSWERED_EVENTS
@@ -242,6 +243,13 @@ def m014_item_vectors(db: Database) -> None:
     db.execute(VECTORS_TABLE.format(blob="BLOB"))
 
 
+def m017_agent(db: Database) -> None:
+    """The agent messaging experience (issue 20): greetings, what people look at, the items each answer
+    showed, feedback on answers (bot.store.agent.AGENT_SCHEMA)."""
+    for sql in AGENT_SCHEMA:
+        db.execute(sql)
+
+
 # --- the store -----------------------------------------------------------------------------------------
 
 
@@ -253,7 +261,8 @@ def migration_set() -> Migrations:
     migrations = Migrations(MIGRATION_SET)
     steps = (m001_items, m002_delivery, m003_authors_fts, m004_fts_prefix_index, m005_installations,
              m006_search_generation, m007_one_search_engine, m008_feed_baseline, m009_item_changes,
-             m010_bursts, m011_digests, m012_follows_saved, m013_answered_events, m014_item_vectors)
+             m010_bursts, m011_digests, m012_follows_saved, m013_answered_events, m014_item_vectors,
+             m017_agent)
     for step in steps:
         migrations()(step)
     return migrations
@@ -285,8 +294,8 @@ class SQLiteStore(Store):
                     uri, uri=True, timeout=30, isolation_level=None, check_same_thread=False
                 )
             else:
-                if self.path.parent and not self.path.parent.exists():
-                    self.path.parent.mkdir(parents=True, exist_ok=True)
+                if not self.path.absolute().parent.is_dir():  # never made here (see bot.store.open_store)
+                    raise StoreError(f"cannot open database {self.path}: its folder does not exist")
                 _create_private(self.path)
                 conn = sqlite3.connect(
                     str(self.path), timeout=30, isolation_level=None, check_same_thread=False
@@ -383,7 +392,6 @@ class SQLiteStore(Store):
 
     @contextmanager
     def _flock(self, path: Path, timeout: float) -> Iterator[None]:
-        path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             deadline = time.monotonic() + timeout

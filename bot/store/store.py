@@ -14,6 +14,7 @@
     conversations.ConversationsMixin questions asked in Slack: claimed before answering, understood for
                                      the thread's follow-ups
     vectors.VectorsMixin             items' vectors for search by meaning, per embedding model
+    agent.AgentMixin                 the Messages tab: greetings, what people look at, feedback on answers
 
 A new feature touches the part it concerns; every part speaks SQL both backends share (`?` placeholders,
 `ON CONFLICT`, `IS DISTINCT FROM`). A backend (`SQLiteStore`, `PostgresStore`) subclasses `Store`.
@@ -21,6 +22,7 @@ A new feature touches the part it concerns; every part speaks SQL both backends 
 
 from __future__ import annotations
 
+from bot.store.agent import AgentMixin
 from bot.store.archive import ArchiveMixin
 from bot.store.conversations import ConversationsMixin
 from bot.store.digests import DigestsMixin
@@ -33,7 +35,7 @@ from bot.store.vectors import VectorsMixin
 
 
 class Store(ArchiveMixin, FeedStateMixin, SubscriptionsMixin, LedgerMixin, InstallationsMixin, DigestsMixin,
-            FollowsMixin, ConversationsMixin, VectorsMixin):
+            FollowsMixin, ConversationsMixin, VectorsMixin, AgentMixin):
     """The store's interface (see the module docstring); build one with `bot.store.open_store(url)`."""
 
     @classmethod

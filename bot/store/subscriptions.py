@@ -41,10 +41,15 @@ class SubscriptionsMixin(StoreBase):
         return sub, existing is None
 
     def unsubscribe(self, team_id: str, channel_id: str) -> bool:
-        """Remove a channel's subscription and its undelivered items. False if it was not subscribed."""
+        """Remove a channel's subscription and its undelivered items (those queued to post one by one, and
+        those waiting for its next digest). False if it was not subscribed."""
         with self._write() as db:
             cursor = db.execute(
                 "DELETE FROM subscriptions WHERE team_id = ? AND channel_id = ?", [team_id, channel_id]
+            )
+            db.execute(
+                "DELETE FROM digest_items WHERE team_id = ? AND channel_id = ? AND digest_id IS NULL",
+                [team_id, channel_id],
             )
             db.execute(
                 "UPDATE deliveries SET state = 'failed', error = 'unsubscribed', updated_at = ? "
@@ -114,6 +119,7 @@ class SubscriptionsMixin(StoreBase):
             db.execute("DELETE FROM installations WHERE team_id = ?", [team_id])
             db.execute("DELETE FROM follows WHERE team_id = ?", [team_id])
             db.execute("DELETE FROM saved_items WHERE team_id = ?", [team_id])
+            db.execute("DELETE FROM agent_context WHERE team_id = ?", [team_id])
 
 
 def _subscription(db: Conn, team_id: str, channel_id: str) -> Subscription | None:

@@ -8,6 +8,11 @@ Set `content` (the assistant message), `status` (an HTTP error instead), `raw` (
 `delay` (seconds to wait before answering) to script it; it answers every request the same way. A POST to
 `.../embeddings` gets an embeddings answer instead: one vector of EMBEDDING_DIM per input, from `embed`
 (default: `letters`, counts of the letters a-h, so texts sharing letters are near).
+
+A request with `"stream": true` gets a server-sent event stream instead: `content` cut into `chunk_chars`
+pieces, one `data: {chat.completion.chunk}` event each, `pace` seconds apart, then a finish reason and
+`data: [DONE]`. Script a broken stream with `stream_lines` (the events' data sent as is, then the connection
+closes with no `[DONE]`), or `cut_after` (close the connection after that many content events).
 """
 
 from __future__ import annotations
@@ -23,8 +28,13 @@ from typing import Any
 class FakeOpenAI:
     def __init__(
         self, content: str = "", *, status: int = 200, raw: bytes | None = None, delay: float = 0,
-        embed: Callable[[str], list[float]] | None = None,
+        embed: Callable[[str], list[float]] | None = None, chunk_chars: int = 12, pace: float = 0.0,
+        stream_lines: list[str] | None = None, cut_after: int | None = None,
     ) -> None:
+        self.chunk_chars = chunk_chars
+        self.pace = pace
+        self.stream_lines = stream_lines
+        self.cut_after = cut_after
         self.content = content
         self.embed = embed or letters
         self.status = status
@@ -43,6 +53,9 @@ class FakeOpenAI:
                 )
                 if fake.delay:
                     fake.released.wait(fake.delay)
+                if json.loads(body or b"{}").get("stream") and fake.status == 200 and fake.raw is None:
+                    fake._stream(self)
+                    return
                 if fake.raw is not None:
                     payload = fake.raw
                 elif fake.status != 200:
@@ -85,6 +98,39 @@ class FakeOpenAI:
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
         self._thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
+
+    def _stream(self, handler: BaseHTTPRequestHandler) -> None:
+        """Answer with an event stream (see the module docstring); HTTP/1.0: its end is the connection's."""
+        def event(data: str) -> None:
+            handler.wfile.write(f"data: {data}\n\n".encode())
+            handler.wfile.flush()
+
+        def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+            return json.dumps({"id": "chatcmpl-test", "object": "chat.completion.chunk", "created": 0,
+                               "model": "stand-in",
+                               "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+
+        try:
+            handler.send_response(200)
+            handler.send_header("Content-Type", "text/event-stream")
+            handler.end_headers()
+            if self.stream_lines is not None:
+                for data in self.stream_lines:
+                    event(data)
+                return
+            pieces = [self.content[i : i + self.chunk_chars]
+                      for i in range(0, len(self.content), self.chunk_chars)]
+            event(chunk({"role": "assistant", "content": ""}))
+            for n, piece in enumerate(pieces):
+                if self.cut_after is not None and n >= self.cut_after:
+                    return  # the body ends: no finish reason, no [DONE]
+                if self.pace:
+                    self.released.wait(self.pace)
+                event(chunk({"content": piece}))
+            event(chunk({}, "stop"))
+            event("[DONE]")
+        except OSError:  # the client gave up
+            pass
 
     def __enter__(self) -> FakeOpenAI:
         self._thread.start()

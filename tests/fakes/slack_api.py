@@ -14,7 +14,11 @@ conversations.open (a person's DM: `dm_channel(user)`), views.publish (answered 
 users.conversations (the channels of `slack.members` a person is in),
 users.info (the people in `slack.users`, user id -> profile fields such as `tz`; anyone else is
 `user_not_found`), assistant.threads.setStatus / setSuggestedPrompts / setTitle (recorded in
-`calls`, answered ok). Add more with
+`calls`, answered ok), chat.startStream / appendStream / stopStream (a streamed reply: its message grows
+with each chunk's markdown text in `streamed`, and stopStream adds its blocks and metadata; `stream_chunks`
+lists what each call carried), chat.update (a bot message's text, blocks, metadata), chat.postEphemeral
+(kept in `ephemerals`). `feedback_click(...)` builds the block_actions payload of a feedback button. Add
+more with
 `slack.handlers["views.publish"] = fn` (fn(call) -> the JSON answer); a post is by BOT_USER/BOT_ID (what
 auth.test says), or by the bot `slack.bots[token]` names; every request, handled or not, is in
 `slack.calls`. Faults are scripted per method and channel: an HTTP status (429 with Retry-After, 500...),
@@ -113,7 +117,13 @@ class FakeSlack(Loopback):
             "assistant.threads.setStatus": self._ok,
             "assistant.threads.setSuggestedPrompts": self._ok,
             "assistant.threads.setTitle": self._ok,
+            "chat.startStream": self._start_stream,
+            "chat.appendStream": self._append_stream,
+            "chat.stopStream": self._stop_stream,
+            "chat.update": self._update,
+            "chat.postEphemeral": self._post_ephemeral,
         }
+        self.ephemerals: list[dict[str, Any]] = []
         self._cond = threading.Condition()
         self._last_ts = 0.0
 
@@ -278,6 +288,67 @@ class FakeSlack(Loopback):
     def _ok(self, call: Call) -> dict[str, Any]:
         return {"ok": True}
 
+    # streaming, updates, ephemerals ----------------------------------------------------------------------
+
+    def streamed(self, channel: str | None = None) -> list[dict[str, Any]]:
+        """The messages made by chat.startStream (in order), each with its `markdown` so far and `stopped`."""
+        return [m for m in self.posts(channel) if "markdown" in m]
+
+    def _start_stream(self, call: Call) -> dict[str, Any]:
+        channel, thread_ts = str(call.params.get("channel") or ""), str(call.params.get("thread_ts") or "")
+        if not channel or not thread_ts:
+            return {"ok": False, "error": "invalid_arguments"}
+        with self._cond:
+            user, bot_id = self.bots.get(call.token or "", (BOT_USER, BOT_ID))
+            message = {"type": "message", "ts": self._next_ts(), "channel": channel, "user": user,
+                       "bot_id": bot_id, "thread_ts": thread_ts, "text": "", "markdown": "", "stopped": False,
+                       "stream_chunks": [], "blocks": None, "metadata": None, "params": dict(call.params),
+                       "posted_by_bot": True}
+            self.messages.setdefault(channel, []).append(message)
+            _add_chunks(message, call.params)
+        return {"ok": True, "channel": channel, "ts": message["ts"]}
+
+    def _streaming(self, call: Call) -> dict[str, Any] | None:
+        ts, channel = str(call.params.get("ts") or ""), str(call.params.get("channel") or "")
+        found = [m for m in self.messages.get(channel, []) if m["ts"] == ts and "markdown" in m]
+        return found[0] if found else None
+
+    def _append_stream(self, call: Call) -> dict[str, Any]:
+        with self._cond:
+            message = self._streaming(call)
+            if message is None or message["stopped"]:
+                return {"ok": False, "error": _not_streaming(message)}
+            _add_chunks(message, call.params)
+            return {"ok": True, "channel": message["channel"], "ts": message["ts"]}
+
+    def _stop_stream(self, call: Call) -> dict[str, Any]:
+        with self._cond:
+            message = self._streaming(call)
+            if message is None or message["stopped"]:
+                return {"ok": False, "error": _not_streaming(message)}
+            _add_chunks(message, call.params)
+            message.update(stopped=True, blocks=call.params.get("blocks"),
+                           metadata=call.params.get("metadata"), text=message["markdown"])
+            return {"ok": True, "channel": message["channel"], "ts": message["ts"],
+                    "message": {k: message[k] for k in ("type", "ts", "text", "user", "bot_id")}}
+
+    def _update(self, call: Call) -> dict[str, Any]:
+        ts, channel = str(call.params.get("ts") or ""), str(call.params.get("channel") or "")
+        with self._cond:
+            found = [m for m in self.messages.get(channel, []) if m["ts"] == ts and m.get("posted_by_bot")]
+            if not found:
+                return {"ok": False, "error": "message_not_found"}
+            for name in ("text", "blocks", "metadata"):
+                if name in call.params:
+                    found[0][name] = call.params[name]
+            found[0]["updated"] = True
+        return {"ok": True, "channel": channel, "ts": ts}
+
+    def _post_ephemeral(self, call: Call) -> dict[str, Any]:
+        with self._cond:
+            self.ephemerals.append(dict(call.params))
+        return {"ok": True, "message_ts": self._next_ts()}
+
     # plumbing ---------------------------------------------------------------------------------------
 
     def _next_ts(self) -> str:
@@ -337,6 +408,36 @@ class FakeSlack(Loopback):
         with self._cond:
             call.status, call.answer, call.done_at = status, answer, time.monotonic()
             self._cond.notify_all()
+
+
+def _add_chunks(message: dict[str, Any], params: dict[str, Any]) -> None:
+    """A stream call's markdown (`markdown_text`, or `chunks` of type markdown_text) added to its message."""
+    texts = [str(params["markdown_text"])] if params.get("markdown_text") else []
+    chunks = params.get("chunks") or []
+    texts += [str(c.get("text") or "") for c in chunks
+              if isinstance(c, dict) and c.get("type") == "markdown_text"]
+    message["stream_chunks"].append(texts)
+    message["markdown"] += "".join(texts)
+
+
+def _not_streaming(message: dict[str, Any] | None) -> str:
+    return "message_not_in_streaming_state" if message else "message_not_found"
+
+
+def feedback_click(channel: str, message_ts: str, vote: str, *, user: str = "U0ALICE", team: str = TEAM_ID,
+                   action_id: str = "answer_feedback", thread_ts: str | None = None) -> dict[str, Any]:
+    """The block_actions payload Slack sends when a person clicks a feedback button (`vote`: its value)."""
+    return {
+        "type": "block_actions", "team": {"id": team, "domain": "fake"},
+        "user": {"id": user, "team_id": team}, "api_app_id": "A0FAKE", "token": "unused",
+        "container": {"type": "message", "message_ts": message_ts, "channel_id": channel,
+                      "is_ephemeral": False, **({"thread_ts": thread_ts} if thread_ts else {})},
+        "trigger_id": "1.2.3", "channel": {"id": channel, "name": "fake"},
+        "message": {"type": "message", "ts": message_ts, "user": BOT_USER, "bot_id": BOT_ID},
+        "response_url": "", "actions": [{
+            "type": "feedback_buttons", "action_id": action_id, "block_id": "fb",
+            "value": vote, "action_ts": "1700000000.000001"}],
+    }
 
 
 def dm_channel(user_id: str) -> str:

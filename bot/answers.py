@@ -1,0 +1,176 @@
+"""What an answer in a thread is made of, and how a written answer is streamed into Slack.
+
+    shown_items(understood, services)        # the items the answer lists (the search API's, as it is)
+    feedback_block()                         # 👍/👎 (`context_actions` with `feedback_buttons`), last
+    stream_written(client, q, understood, items, services, metadata, fallback)
+        # with a model endpoint: the header at once (chat.startStream), each checked sentence as the model
+        # writes it (chat.appendStream), then the cited items and the feedback buttons (chat.stopStream)
+
+Streaming that Slack refuses (startStream fails: an old workspace, a missing scope) is not retried: the
+finished answer is posted once (chat.postMessage) when the model is done. A stream that breaks after it
+started is finished by chat.update of the streamed message (or, when that fails too, posted once). A model
+stream that fails keeps the sentences already written (each checked) and says the answer was cut short; with
+none written the answer is the extractive one (`fallback`), as without a model.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from slack_sdk.errors import SlackApiError
+from slack_sdk.models.blocks import (
+    ContextActionsBlock,
+    FeedbackButtonObject,
+    FeedbackButtonsElement,
+)
+
+from bot import views
+from bot.ask import Understood, clean
+from bot.blocks import cut, title_link
+from bot.commands import LATEST_DEFAULT, LATEST_MAX, SEARCH_RESULTS, Services
+from bot.errors import SearchError, SummaryError
+from bot.models import Item
+from bot.search.query import parse_query
+from bot.summarize import retrieve
+from bot.written import Sentence, written_sentences
+
+log = logging.getLogger("bot.answers")
+
+FEEDBACK_ACTION_ID = "answer_feedback"
+CUT_SHORT = "The written answer was cut short; the items above are what it drew on."
+STREAM_BUFFER = 1  # characters buffered before a stream call: each append is a whole checked sentence
+
+
+@dataclass(frozen=True)
+class Streamed:
+    """How a written answer went: the reply's ts (None: nothing reached Slack), "streamed" or "posted",
+    and the items it cited (or listed)."""
+
+    ts: str | None
+    how: str
+    items: tuple[Item, ...]
+
+
+def feedback_block() -> dict[str, Any]:
+    """The feedback buttons every answer ends with (their clicks: bot.listeners, bot.store.agent)."""
+    return ContextActionsBlock(elements=[FeedbackButtonsElement(
+        action_id=FEEDBACK_ACTION_ID,
+        positive_button=FeedbackButtonObject(text="Good answer", value="up",
+                                             accessibility_label="This answer was useful"),
+        negative_button=FeedbackButtonObject(text="Bad answer", value="down",
+                                             accessibility_label="This answer missed"),
+    )]).to_dict()
+
+
+def shown_items(understood: Understood, services: Services) -> list[Item]:
+    """The items an answer to `understood` lists: the search's results (nothing filtered here), the newest
+    items, or those a summary draws on."""
+    store, index = services.store, services.index
+    try:
+        if understood.action == "latest":
+            return store.latest(min(understood.count or LATEST_DEFAULT, LATEST_MAX))
+        if understood.action == "search":
+            found = index.search(parse_query(understood.query), SEARCH_RESULTS + 1, store)
+            return [hit.item for hit in found.hits[:SEARCH_RESULTS]]
+        if understood.action == "summarize":
+            return retrieve(index, understood.query)[0]
+    except SearchError:
+        return []
+    return []
+
+
+def shown_json(items: list[Item] | tuple[Item, ...]) -> list[dict[str, str]]:
+    return [{"id": item.id, "title": item.title, "link": item.link} for item in items]
+
+
+def stream_written(
+    client: Any,
+    question: Any,  # a bot.conversation.Question
+    understood: Understood,
+    items: list[Item],
+    services: Services,
+    metadata: dict[str, Any],
+    fallback: Callable[[], tuple[str, list[dict[str, Any]]]],
+) -> Streamed:
+    """Write the answer with the model and stream it into the question's thread (see the module
+    docstring). Raises SlackApiError only when the finished answer could not be posted either."""
+    q = question
+    assert services.summarizer is not None
+    said = understood.describe()
+    stream = client.chat_stream(channel=q.channel_id, thread_ts=q.thread_ts, recipient_team_id=q.team_id,
+                                recipient_user_id=q.user_id, buffer_size=STREAM_BUFFER)
+    streaming = _send(lambda: stream.append(markdown_text=f"_{said}_\n\n"), "start", q)
+    sentences: list[Sentence] = []
+    failed = False
+    asked = f"{clean(q.text)[:500]} (searched for: {understood.topic or 'the newest items'})"
+    try:
+        for sentence in written_sentences(services.summarizer, asked, items):
+            sentences.append(sentence)
+            if streaming:
+                streaming = _send(partial(stream.append, markdown_text=sentence.markdown() + " "), "append",
+                                  q)
+    except SummaryError as exc:
+        failed = True
+        log.warning("event=written_answer_failed reason=%r team=%s channel=%s ts=%s", str(exc)[:200],
+                    q.team_id, q.channel_id, q.ts)
+    if sentences:
+        cited = _cited(sentences, items)
+        listed = [views.section(_cited_list(cited, items))]
+        if failed:
+            listed.append(views.context(CUT_SHORT))
+        paragraph = " ".join(s.markdown() for s in sentences)
+        text = cut(f"{said} {paragraph}", 3000)
+        whole = [views.context(said), views.section(paragraph), *listed, feedback_block()]
+        tail = [*listed, feedback_block()]
+    else:  # nothing written that the items support: the answer without the model
+        cited = list(items)
+        text, blocks = fallback()
+        whole = [*blocks, feedback_block()]
+        tail = [*blocks[1:], feedback_block()]  # the header (blocks[0]) was streamed already
+    if streaming and _send(lambda: stream.stop(blocks=tail, metadata=metadata), "stop", q):
+        return Streamed(stream.ts, "streamed", tuple(cited))
+    if stream.ts:  # the stream started, then broke: its message gets the finished answer
+        try:
+            client.chat_update(channel=q.channel_id, ts=stream.ts, text=text, blocks=whole, metadata=metadata)
+            return Streamed(stream.ts, "updated", tuple(cited))
+        except SlackApiError as exc:
+            log.warning("event=stream_update_failed error=%s", _error(exc))
+    posted = client.chat_postMessage(channel=q.channel_id, thread_ts=q.thread_ts, text=text, blocks=whole,
+                                     parse="none", unfurl_links=False, unfurl_media=False, metadata=metadata)
+    return Streamed(str(posted.get("ts") or "") or None, "posted", tuple(cited))
+
+
+def _send(call: Callable[[], Any], stage: str, q: Any) -> bool:
+    """One stream call; False (one log line) when Slack refuses it: the answer is then posted whole."""
+    try:
+        call()
+        return True
+    except SlackApiError as exc:
+        log.warning("event=stream_refused stage=%s error=%s team=%s channel=%s ts=%s", stage, _error(exc),
+                    q.team_id, q.channel_id, q.ts)
+    except OSError as exc:
+        log.warning("event=stream_refused stage=%s error=%s team=%s channel=%s ts=%s", stage,
+                    type(exc).__name__, q.team_id, q.channel_id, q.ts)
+    return False
+
+
+def _error(exc: SlackApiError) -> str:
+    return str((exc.response or {}).get("error") or "unknown_error")[:60] if exc.response is not None \
+        else "unknown_error"
+
+
+def _cited(sentences: list[Sentence], items: list[Item]) -> list[Item]:
+    order: list[int] = []
+    for sentence in sentences:
+        order.extend(n for n in sentence.sources if n not in order)
+    return [items[n - 1] for n in order]
+
+
+def _cited_list(cited: list[Item], items: list[Item]) -> str:
+    """The cited items, each with its number in the text, link and date."""
+    return "\n".join(f"[{items.index(item) + 1}] {title_link(item)} · {item.published:%Y-%m-%d}"
+                     for item in cited)

@@ -1,0 +1,52 @@
+"""The words a query can hold that say nothing about its topic, one list for search, summaries and questions.
+
+    STOPWORDS  common English words: a query of only these is refused in one line ("the", "how")
+    FILLER     STOPWORDS, question words, politeness, words every item shares ("apple", "paper",
+               "published") and time words ("recently", "this year"): dropped from what decides the ranking
+               when the query holds any other word ("what has apple published on privacy?" ranks by
+               "privacy"), kept when it holds nothing else ("search apple" searches for "apple").
+
+    content(["what", "has", "apple", "published", "on", "privacy"]) -> ["privacy"]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+_STOP = """a about an and any are as at be by can do does for from has have how i in into is it its me of on
+or our say says show shows tell than that the their there these this to was we what when where which who why
+with you your"""
+STOPWORDS = frozenset(_STOP.split())
+
+# Question words, filler, words that every item of the archive shares, and time words (the date filters a
+# question's time phrase becomes are bot.ask's business: here they are only kept out of the ranking).
+_FILLER = """
+a about abt all am an and any anybody anyone anything appear appeared apple apples are around articles as ask
+asking at be been being blog blogs by came can come comes coming concerning could curious did do does doing
+done find for from get give got had has have help how i i'd i'm id im in interested into is it
+it's its know lately like list look looking lookup may me mention mentions might more most my need needs new
+news not of on or out paper papers please post posts publication publications publish published publishes
+publishing re recent recently regarding related released research said say says search searching see shall
+should show showed some something stuff tell than thank thanks that the their them there these they thing
+things this those to topic topics up us via want wanted was we were what what's whats when where which who
+whom whose why will with wonder wondering work works would you your
+also only just but now then same ok okay plus
+today yesterday week weeks month months year years latest newest lately ago last past since until
+anything everything else there's here's been
+make makes making made better best good improve improves improving improved way ways use uses using used
+"""
+# Filler beyond STOPWORDS is dropped only from a question or a longer query: two words typed as a search are
+# meant as typed ("hey siri", "apple privacy").
+MIN_FILLER_WORDS = 3
+GREETINGS = frozenset({"hey", "hi", "hello", "yo", "hiya"})  # dropped as a question's first word only
+FILLER = STOPWORDS | frozenset(_FILLER.split())
+
+
+def content(words: Sequence[str], question: bool = True) -> list[str]:
+    """`words` (lower case) without FILLER (only STOPWORDS unless `question` or MIN_FILLER_WORDS words or
+    more); all of them when nothing else is left."""
+    dropped = FILLER if question or len(words) >= MIN_FILLER_WORDS else STOPWORDS
+    if question and len(words) > 1 and words[0] in GREETINGS:
+        words = words[1:]
+    kept = [w for w in words if w not in dropped]
+    return kept or list(words)

@@ -1,0 +1,87 @@
+"""The README and docs/ hold together: every link from README.md into docs/ (and between the pages) leads
+to a file and, with a #fragment, to a heading there; every page of docs/ is linked from the README; the
+README names every command of the command line and every variable the configuration reads; the module map
+in docs/architecture.md names every module of bot/."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from bot.cli import build_parser
+from tests.test_deploy import config_variables
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+PAGES = [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def prose(path: Path) -> str:
+    """The page without its fenced code blocks (a path in a shell comment is not a link)."""
+    return re.sub(r"^ *```.*?^ *```", "", path.read_text(), flags=re.MULTILINE | re.DOTALL)
+
+
+def local_links(path: Path) -> list[str]:
+    return [t for t in LINK.findall(prose(path)) if not re.match(r"[a-z]+:", t)]
+
+
+def anchors(path: Path) -> set[str]:
+    """GitHub's heading ids: lower case, punctuation dropped, spaces as hyphens, repeats numbered."""
+    seen: dict[str, int] = {}
+    for heading in re.findall(r"^#{1,6} +(.+?) *$", prose(path), flags=re.MULTILINE):
+        slug = re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+        count = seen.get(slug, 0)
+        seen[slug] = count + 1
+        if count:
+            seen[f"{slug}-{count}"] = 1
+    return set(seen)
+
+
+def test_the_docs_folder_has_pages() -> None:
+    assert len(PAGES) > 1, "docs/ holds no page"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_local_link_leads_to_a_file_and_heading(page: Path) -> None:
+    for target in local_links(page):
+        file, _, fragment = target.partition("#")
+        linked = (page.parent / file).resolve() if file else page
+        assert linked.is_file(), f"{page.name}: ({target}) leads to no file"
+        if fragment and linked.suffix == ".md":
+            assert fragment in anchors(linked), f"{page.name}: ({target}) names no heading of {linked.name}"
+
+
+def test_every_docs_page_is_linked_from_the_readme() -> None:
+    linked = {(ROOT / t.partition("#")[0]).resolve() for t in local_links(ROOT / "README.md")}
+    unlinked = [p.name for p in DOCS.glob("*.md") if p.resolve() not in linked]
+    assert not unlinked, f"docs pages not linked from README.md: {unlinked}"
+
+
+def test_the_readme_links_into_docs() -> None:
+    into_docs = [t for t in local_links(ROOT / "README.md") if t.startswith("docs/")]
+    assert into_docs
+
+
+def test_the_readme_names_every_command_of_the_command_line() -> None:
+    parser = build_parser()
+    (sub,) = [a for a in parser._actions if a.choices and a.dest == "command"]
+    readme = (ROOT / "README.md").read_text()
+    missing = [c for c in sub.choices if not re.search(rf"mlresearch-bot {c}\b", readme)]
+    assert not missing, f"commands missing from README.md's Commands: {missing}"
+
+
+def test_the_readme_names_every_variable_the_configuration_reads() -> None:
+    readme = (ROOT / "README.md").read_text()
+    missing = sorted(v for v in config_variables() if f"`{v}`" not in readme)
+    assert not missing, f"variables missing from README.md's Configuration: {missing}"
+
+
+def test_the_module_map_names_every_module() -> None:
+    architecture = (DOCS / "architecture.md").read_text()
+    modules = [p.relative_to(ROOT).as_posix() for p in (ROOT / "bot").rglob("*.py")
+               if p.name not in ("__init__.py", "__main__.py")]
+    missing = sorted(m for m in modules if f"`{m}`" not in architecture)
+    assert not missing, f"modules missing from docs/architecture.md's module map: {missing}"
