@@ -241,15 +241,15 @@ def _misshapen(text: str, content_type: str | None) -> tuple[int, str] | None:
 
 def _parts_fit(body: dict[str, Any]) -> bool:
     """Whether the parts of a body that Bolt's matchers and our listeners read have the shapes Slack sends:
-    its `type` is a string and its `response_url` an http(s) URL; an interactive payload's user, team,
-    channel... are objects, and each of its `actions` an object with a string `action_id`; an assistant
+    its `type` is a string and its `response_url` (if any) an http(s) URL; an interactive payload's user,
+    team, channel... are objects, and each of its `actions` an object with a string `action_id`; an assistant
     thread event's `assistant_thread` is an object with a string `channel_id` and `thread_ts`; a
     `tokens_revoked` event's `tokens` is an object of lists of strings."""
     kind = body.get("type")
     if kind is not None and not isinstance(kind, str):
         return False
     url = body.get("response_url")
-    if url is not None and not (isinstance(url, str) and url.startswith(("https://", "http://"))):
+    if url not in (None, "") and not (isinstance(url, str) and url.startswith(("https://", "http://"))):
         return False
     if kind in INTERACTIVE_TYPES:
         if any(body.get(key) is not None and not isinstance(body[key], dict) for key in INTERACTIVE_OBJECTS):
