@@ -386,7 +386,6 @@ def _hits_json(hits: Sequence[Any]) -> str:
                 "link": h.item.link,
                 "published": h.item.published.strftime("%Y-%m-%d"),
                 "score": h.score,
-                **({"by_meaning": h.by_meaning} if hasattr(h, "by_meaning") else {}),
             }
             for h in hits
         ],
