@@ -226,15 +226,19 @@ def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
     applied = store.migrate()
     done = f"applied {len(applied)} migration(s): {', '.join(applied)}" if applied else "already up to date"
     _out(f"{store.describe()}: schema {done}")
-    if settings.token_encryption_keys:  # OAuth installations sealed with the first key (rotation)
-        from bot.oauth import reseal_installations
-        from bot.secrets_at_rest import TokenCipher
+    # OAuth installations sealed with the first key (rotation); any that no key opens fails the release
+    # phase, so a wrong or missing TOKEN_ENCRYPTION_KEY is seen before every delivery fails
+    from bot.oauth import reseal_installations
+    from bot.secrets_at_rest import TokenCipher
 
-        resealed, unreadable = reseal_installations(store, TokenCipher(settings.token_encryption_keys))
+    resealed, unreadable = reseal_installations(store, TokenCipher.of(settings.token_encryption_keys))
+    if settings.token_encryption_keys:
         _out(f"installations: {resealed} encrypted with the first TOKEN_ENCRYPTION_KEY key")
-        if unreadable:
-            _err(f"warning: {unreadable} installation(s) could not be decrypted with any "
-                 "TOKEN_ENCRYPTION_KEY key and were left as they are")
+    if unreadable:
+        held = "none of the TOKEN_ENCRYPTION_KEY keys opens" if settings.token_encryption_keys else \
+            "they are encrypted and TOKEN_ENCRYPTION_KEY is not set"
+        raise Failure(f"{unreadable} installation(s) cannot be decrypted: {held} (set the key they were "
+                      "encrypted with; to rotate, put the new key first and keep the old one after it)")
     return EXIT_OK
 
 
@@ -382,7 +386,6 @@ def _hits_json(hits: Sequence[Any]) -> str:
                 "link": h.item.link,
                 "published": h.item.published.strftime("%Y-%m-%d"),
                 "score": h.score,
-                **({"by_meaning": h.by_meaning} if hasattr(h, "by_meaning") else {}),
             }
             for h in hits
         ],

@@ -56,6 +56,9 @@ class Settings:
     # BURST_THRESHOLD: more new items than this for one channel in one poll are posted as one message with
     # the items in its thread
     burst_threshold: int = DEFAULT_BURST_THRESHOLD
+    # on Heroku (DYNO is set), requests reach `serve` only through its router, which appends the client's
+    # address to X-Forwarded-For: that address is the client (the install limit counts per client)
+    behind_router: bool = False
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Settings:
@@ -126,6 +129,7 @@ class Settings:
             token_encryption_keys=_fernet_keys(get("TOKEN_ENCRYPTION_KEY")),
             burst_threshold=_int(get("BURST_THRESHOLD"), "BURST_THRESHOLD", DEFAULT_BURST_THRESHOLD,
                                  minimum=1),
+            behind_router="DYNO" in environ,  # set by Heroku on every dyno: not a setting of ours
         )
 
     @property

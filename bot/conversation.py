@@ -85,10 +85,12 @@ class Question:
     event_id: str
 
 
-def question_from_event(body: dict[str, Any], bot_user_id: str | None = None) -> Question | None:
+def question_from_event(body: dict[str, Any], bot_user_id: str | None = None,
+                        team_id: str | None = None) -> Question | None:
     """The question in an `app_mention` or `message` event, or None when there is none to answer: a message
     from a bot (this one or another), an edit, a deletion or any other subtype, or one without a workspace,
-    channel or timestamp."""
+    channel or timestamp. `team_id` is the workspace the request was authorized for (Bolt's
+    `context.team_id`); without it, the body's."""
     event = body.get("event")
     if not isinstance(event, dict):
         return None
@@ -97,7 +99,7 @@ def question_from_event(body: dict[str, Any], bot_user_id: str | None = None) ->
     user = str(event.get("user") or "")
     if not user or (bot_user_id and user == bot_user_id):
         return None
-    team = str(body.get("team_id") or event.get("team") or "")
+    team = str(body.get("team_id") or event.get("team") or "") if team_id is None else team_id
     channel, ts = str(event.get("channel") or ""), str(event.get("ts") or "")
     if not (team and channel and ts):
         return None

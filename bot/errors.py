@@ -23,6 +23,7 @@ error or a Slack reply); `REPORTS` maps a class to its exit status and to the li
     ├── EmbeddingError          no vectors from the embedding model or endpoint (search uses keywords only)
     ├── SecretError             a sealed installation opens with none of the keys; never holds a token or key
     ├── WorkspaceUnavailable    no Slack client for a workspace (`reason`; `disable` stops the workspace)
+    ├── InstallsBusy            /slack/install cannot issue a state now: as many installs as it keeps are open
     └── ServeError              `serve` could not start
 
 A FeedError's `kind` ("network", "timeout", "http", "too_large", "not_a_feed", "malformed") names its class
@@ -160,6 +161,11 @@ class WorkspaceUnavailable(BotError):
         super().__init__(reason)
         self.reason = reason
         self.disable = disable
+
+
+class InstallsBusy(BotError):
+    """No OAuth state can be issued now: as many installs as the store keeps are in progress (a flood of
+    /slack/install requests); the ones in progress are never pushed out."""
 
 
 class ServeError(BotError):

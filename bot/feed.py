@@ -83,22 +83,41 @@ def resolve_host(host: str) -> list[str]:
         return []
 
 
-def is_public_host(host: str, resolve: Resolver = resolve_host) -> bool:
-    """Whether `host` (a name or an IP literal) resolves, and only to public addresses: not loopback, private,
-    link-local, reserved, multicast or unspecified."""
+NAT64 = ipaddress.IPv6Network("64:ff9b::/96")  # RFC 6052: an IPv4 address in the last 32 bits
+
+
+def is_public_address(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """Whether `address` is a public (global unicast) one: not loopback, private, shared (100.64.0.0/10),
+    link-local, reserved, multicast or unspecified; an IPv6 address that carries an IPv4 one (IPv4-mapped,
+    NAT64 64:ff9b::/96, 6to4 2002::/16, Teredo) is public only when that IPv4 address is."""
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return is_public_address(address.ipv4_mapped)
+        carried = [address.sixtofour, address.teredo[1] if address.teredo else None,
+                   ipaddress.IPv4Address(int(address) & 0xFFFFFFFF) if address in NAT64 else None]
+        if any(v4 is not None and not is_public_address(v4) for v4 in carried):
+            return False
+    return address.is_global and not address.is_multicast
+
+
+def public_addresses(host: str, resolve: Resolver = resolve_host) -> list[str]:
+    """The addresses of `host` (a name or an IP literal) when it resolves, and only to public addresses
+    (`is_public_address`); else none."""
     try:
         addresses = [ipaddress.ip_address(host.strip("[]"))]
     except ValueError:
         try:
             addresses = [ipaddress.ip_address(a.partition("%")[0]) for a in resolve(host)]
         except ValueError:
-            return False
-    for address in addresses:
-        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-            address = address.ipv4_mapped
-        if not address.is_global or address.is_multicast:
-            return False
-    return bool(addresses)
+            return []
+    if not addresses or not all(is_public_address(a) for a in addresses):
+        return []
+    return [str(a) for a in addresses]
+
+
+def is_public_host(host: str, resolve: Resolver = resolve_host) -> bool:
+    """Whether `host` (a name or an IP literal) resolves, and only to public addresses."""
+    return bool(public_addresses(host, resolve))
 
 
 def fetch(
@@ -116,7 +135,8 @@ def fetch(
     One deadline (`total_timeout`, by default the client's) covers connecting, headers, every redirect and the
     body; each network wait is given at most the time left. Redirects are followed here, at most
     MAX_REDIRECTS; when `url`'s host is public (`resolve` says which addresses a name has), a redirect to a
-    loopback, private or link-local address is refused. Messages show the URL with `redact_url`."""
+    loopback, private or link-local address is refused, and one to a public host is connected to at the
+    address that was checked (`_pinned`). Messages show the URL with `redact_url`."""
     import httpx
 
     scheme = urlsplit(url).scheme.lower()
@@ -133,23 +153,28 @@ def fetch(
     deadline = Deadline(total_timeout, shown)
     connect = client.timeout.connect if client.timeout.connect is not None else CONNECT_TIMEOUT
     from_public: bool | None = None  # whether url's host is public: looked up at the first redirect
+    address: str | None = None  # where a redirect from a public host goes: the address its check found
     try:
         request = client.build_request("GET", url, headers=headers)
         for _hop in range(MAX_REDIRECTS + 1):
             left = deadline.left()
             request.extensions["timeout"] = httpx.Timeout(left, connect=min(connect, left)).as_dict()
-            response = client.send(request, stream=True, follow_redirects=False)
+            sent = request if address is None else _pinned(request, address)
+            response = client.send(sent, stream=True, follow_redirects=False)
             try:
                 if response.next_request is None:
                     return _answer(response, validators, shown, max_bytes, deadline)
-                request = response.next_request
+                request = _unpinned(response.next_request, sent, request)
             finally:
                 response.close()
             if from_public is None:
                 from_public = is_public_host(urlsplit(url).hostname or "", resolve)
-            if from_public and not is_public_host(request.url.host, resolve):
-                target = redact_url(str(request.url))
-                raise FeedNetworkError(f"{shown} redirected to {target}, which is not a public address")
+            if from_public:  # the redirect's host is checked, and connected to at the address checked
+                checked = public_addresses(request.url.host, resolve)
+                if not checked:
+                    target = redact_url(str(request.url))
+                    raise FeedNetworkError(f"{shown} redirected to {target}, which is not a public address")
+                address = checked[0]
         raise FeedNetworkError(f"{shown} redirected more than {MAX_REDIRECTS} times")
     except httpx.TimeoutException:
         raise FeedTimeout(f"{shown} timed out after {total_timeout:g} s") from None
@@ -158,6 +183,32 @@ def fetch(
         raise FeedMalformed(f"{shown} sent a body that could not be decoded ({reason})") from None
     except (httpx.HTTPError, httpx.InvalidURL, httpx.StreamError) as exc:
         raise FeedNetworkError(f"{shown} could not be reached: {_shown(exc)}") from None
+
+
+def _pinned(request: httpx.Request, address: str) -> httpx.Request:
+    """`request` sent to `address` (an IP literal) instead of its host name, so the connection goes where the
+    check looked (a second lookup could answer differently: DNS rebinding). The Host header and, for https,
+    the TLS server name and certificate check stay the name's."""
+    import httpx
+
+    url = request.url
+    if url.host == address.strip("[]"):
+        return request
+    extensions = {**request.extensions}
+    if url.scheme == "https":
+        extensions["sni_hostname"] = url.host
+    headers = httpx.Headers(request.headers)
+    headers["Host"] = url.netloc.decode("ascii")
+    return httpx.Request(request.method, url.copy_with(host=address), headers=headers, extensions=extensions)
+
+
+def _unpinned(following: httpx.Request, sent: httpx.Request, asked: httpx.Request) -> httpx.Request:
+    """The redirect `following` as it would be from `asked` (by name) rather than `sent` (pinned to an
+    address): a relative Location keeps the name, and no TLS server name is carried to another host."""
+    if sent is not asked and following.url.host == sent.url.host and following.url.port == sent.url.port:
+        following.url = following.url.copy_with(host=asked.url.host)
+    following.extensions.pop("sni_hostname", None)
+    return following
 
 
 class Deadline:

@@ -32,10 +32,12 @@
   undelivered items); an archived or left channel is paused, a deleted one unsubscribed, so the bot never
   posts where it is no longer welcome.
 
-Everything is keyed by the request's team id. A request without one never reads or writes a workspace's data
-(not even under team ''): a command or share click gets a one-line answer, the App Home lists no
-subscriptions, a lifecycle event is ignored. In OAuth mode (several workspaces) the Web API client a handler
-uses is the one Bolt built for the request, holding that workspace's token.
+Everything is keyed by the workspace Bolt authorized the request for (`context.team_id`: for an event, its
+`authorizations`, not the body's `team_id`, which in a Slack Connect channel can name another workspace);
+in OAuth mode the Web API client a handler uses is the one Bolt built for the request, holding that
+workspace's token. A request without one never reads or writes a workspace's data (not even under team ''):
+a command or share click gets a one-line answer, the App Home lists no subscriptions, a lifecycle event is
+ignored.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ import logging
 import time
 from typing import Any
 
-from slack_bolt import Ack, App, Assistant, Respond
+from slack_bolt import Ack, App, Assistant, BoltContext, Respond
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
@@ -136,14 +138,15 @@ class _Listeners:
 
     # /mlresearch ------------------------------------------------------------------------------------
 
-    def is_fast(self, body: dict[str, Any]) -> bool:
-        return not commands.is_slow(_invocation(body), self.services)
+    def is_fast(self, body: dict[str, Any], context: BoltContext) -> bool:
+        return not commands.is_slow(_invocation(body, context), self.services)
 
-    def command_deferred(self, ack: Ack, body: dict[str, Any], respond: Respond, client: WebClient) -> None:
+    def command_deferred(self, ack: Ack, body: dict[str, Any], respond: Respond, client: WebClient,
+                         context: BoltContext) -> None:
         """A slow command: a place on the model lane, then "working on it" (the lane answers through
         `response_url`); over a cap, the busy line instead."""
         started = time.perf_counter()
-        inv = _invocation(body)
+        inv = _invocation(body, context)
         slot = self.lane.admit(inv.team_id, inv.user_id)
         if slot is None:
             ack(response_type="ephemeral", text=BUSY)
@@ -152,7 +155,7 @@ class _Listeners:
         try:
             ack(response_type="ephemeral", text=WORKING)
         finally:
-            slot.start(self.command_lazy, body, respond, client)
+            slot.start(self.command_lazy, body, respond, client, context)
         _log_command(inv, "deferred", started)
 
     def for_request(self, client: WebClient | None) -> Services:
@@ -165,9 +168,9 @@ class _Listeners:
             return services
         return dataclasses.replace(services, store=store, slack=slack)
 
-    def command_fast(self, ack: Ack, body: dict[str, Any], client: WebClient) -> None:
+    def command_fast(self, ack: Ack, body: dict[str, Any], client: WebClient, context: BoltContext) -> None:
         started = time.perf_counter()
-        inv = _invocation(body)
+        inv = _invocation(body, context)
         try:
             reply = commands.handle(inv, self.for_request(client))
         except Exception as exc:  # noqa: BLE001 - handle() should not raise; if it does, one line for the user
@@ -177,8 +180,9 @@ class _Listeners:
         ack(response_type="ephemeral", text=reply.text, blocks=reply.blocks)
         _log_command(inv, "answered", started)
 
-    def command_lazy(self, body: dict[str, Any], respond: Respond, client: WebClient) -> None:
-        inv = _invocation(body)
+    def command_lazy(self, body: dict[str, Any], respond: Respond, client: WebClient,
+                     context: BoltContext) -> None:
+        inv = _invocation(body, context)
         started = time.perf_counter()
         try:
             reply = commands.handle(inv, self.for_request(client))
@@ -198,7 +202,7 @@ class _Listeners:
     def claim(self, body: dict[str, Any], context: dict[str, Any]) -> None:
         """In the request, before the ack goes out: claim the question (the lazy answer reads the outcome
         from the request's context, which its copy carries)."""
-        question = conversation.question_from_event(body, context.get("bot_user_id"))
+        question = conversation.question_from_event(body, context.get("bot_user_id"), _team(context))
         if question is not None:
             context[CLAIM] = conversation.claim(question, self.services.store.thread_view())
 
@@ -228,7 +232,7 @@ class _Listeners:
             log.warning("event=suggested_prompts_failed error=%s", str(exc.response.get("error"))[:60])
 
     def _answer(self, body: dict[str, Any], client: WebClient, context: dict[str, Any], **pane: Any) -> None:
-        question = conversation.question_from_event(body, context.get("bot_user_id"))
+        question = conversation.question_from_event(body, context.get("bot_user_id"), _team(context))
         claimed = context.get(CLAIM)
         if question is None or claimed is None:
             return
@@ -243,12 +247,13 @@ class _Listeners:
 
     # the share button -------------------------------------------------------------------------------
 
-    def share(self, body: dict[str, Any], respond: Respond | None, client: WebClient) -> None:
+    def share(self, body: dict[str, Any], respond: Respond | None, client: WebClient,
+              context: BoltContext) -> None:
         """Post the shared content visibly through response_url and delete the ephemeral original; when the
         response_url no longer works (it expires after 30 minutes), post as the bot instead."""
         action = (body.get("actions") or [{}])[0]
         user_id = str((body.get("user") or {}).get("id") or "")
-        team_id = str((body.get("team") or {}).get("id") or (body.get("user") or {}).get("team_id") or "")
+        team_id = _team(context)
         channel_id = str((body.get("channel") or {}).get("id") or "")
         if not team_id:
             if respond is not None:
@@ -288,9 +293,10 @@ class _Listeners:
 
     # the reading list -------------------------------------------------------------------------------
 
-    def save(self, body: dict[str, Any], respond: Respond | None, client: WebClient) -> None:
+    def save(self, body: dict[str, Any], respond: Respond | None, client: WebClient,
+             context: BoltContext) -> None:
         """Save the clicked item to the clicker's reading list; one ephemeral line says how it went."""
-        team_id, user_id, channel_id, item_id = _clicked(body)
+        team_id, user_id, channel_id, item_id = _clicked(body, context)
         store = self.services.store.thread_view()
         if not (team_id and user_id):
             message = "I can't tell who you are in which workspace, so nothing was saved."
@@ -317,10 +323,10 @@ class _Listeners:
                 log.warning("event=save_reply_failed team=%s user=%s error=%s", team_id, user_id,
                             _one_line(exc))
 
-    def remove(self, body: dict[str, Any], client: WebClient) -> None:
+    def remove(self, body: dict[str, Any], client: WebClient, context: BoltContext) -> None:
         """Take an item off the clicker's reading list (a Remove button in the App Home), then publish their
         Home again."""
-        team_id, user_id, _channel_id, item_id = _clicked(body)
+        team_id, user_id, _channel_id, item_id = _clicked(body, context)
         if not (team_id and user_id):
             log.info("event=remove_refused reason=no_workspace_or_user")
             return
@@ -335,11 +341,12 @@ class _Listeners:
 
     # the Related button -----------------------------------------------------------------------------
 
-    def related(self, body: dict[str, Any], respond: Respond | None, client: WebClient) -> None:
+    def related(self, body: dict[str, Any], respond: Respond | None, client: WebClient,
+                context: BoltContext) -> None:
         """The items nearest to the button's item, to the person who clicked, ephemerally."""
         action = (body.get("actions") or [{}])[0]
         user_id = str((body.get("user") or {}).get("id") or "")
-        team_id = str((body.get("team") or {}).get("id") or (body.get("user") or {}).get("team_id") or "")
+        team_id = _team(context)
         channel_id = str((body.get("channel") or {}).get("id") or "")
         inv = Invocation(text=f"related {str(action.get('value') or '')[:2000]}", team_id=team_id,
                          channel_id=channel_id, user_id=user_id)
@@ -357,10 +364,10 @@ class _Listeners:
 
     # unfurls ----------------------------------------------------------------------------------------
 
-    def unfurl(self, event: dict[str, Any], body: dict[str, Any], client: WebClient) -> None:
+    def unfurl(self, event: dict[str, Any], context: BoltContext, client: WebClient) -> None:
         """Unfurl the event's links to our site that the archive holds; one log line says what was done."""
         links = unfurls.apple_links(event)
-        team_id = str(body.get("team_id") or "")[:20]
+        team_id = _team(context)[:20]
         channel_id = str(event.get("channel") or "")[:20]
         where = f"team={team_id} channel={channel_id}"
         counts = (f"links={links.seen} ours={len(links.wanted)} other_hosts={links.other_hosts} "
@@ -390,19 +397,20 @@ class _Listeners:
 
     # App Home ---------------------------------------------------------------------------------------
 
-    def home(self, event: dict[str, Any], body: dict[str, Any], client: WebClient) -> None:
+    def home(self, event: dict[str, Any], client: WebClient, context: BoltContext) -> None:
         if event.get("tab") == "messages":
-            self._messages_opened(event, body, client)
+            self._messages_opened(event, client, context)
             return
         if event.get("tab", "home") != "home":
             return
-        self._publish_home(client, _team(body), str(event.get("user") or ""))
+        self._publish_home(client, _team(context, event), str(event.get("user") or ""))
 
     # the Messages tab -------------------------------------------------------------------------------
 
-    def _messages_opened(self, event: dict[str, Any], body: dict[str, Any], client: WebClient) -> None:
+    def _messages_opened(self, event: dict[str, Any], client: WebClient, context: BoltContext) -> None:
         """Suggested prompts on every open (no thread_ts: the tab's); the greeting on the first only."""
-        team_id, user_id, channel = _team(body), str(event.get("user") or ""), str(event.get("channel") or "")
+        team_id, user_id = _team(context, event), str(event.get("user") or "")
+        channel = str(event.get("channel") or "")
         if not (team_id and user_id and channel):
             return
         try:
@@ -422,9 +430,9 @@ class _Listeners:
             log.warning("event=greeting_failed team=%s user=%s error=%s", team_id, user_id,
                         _one_line(exc.response.get("error")))
 
-    def context_changed(self, event: dict[str, Any], body: dict[str, Any], client: WebClient) -> None:
+    def context_changed(self, event: dict[str, Any], client: WebClient, context: BoltContext) -> None:
         """Remember the channel the person is looking at, if the bot can see it (else forget: one line)."""
-        team_id, user_id = _team(body), str(event.get("user") or "")
+        team_id, user_id = _team(context, event), str(event.get("user") or "")
         if not (team_id and user_id):
             return
         entities = (event.get("context") or {}).get("entities") or []
@@ -445,9 +453,9 @@ class _Listeners:
 
     # feedback on answers ----------------------------------------------------------------------------
 
-    def feedback(self, body: dict[str, Any], client: WebClient) -> None:
+    def feedback(self, body: dict[str, Any], client: WebClient, context: BoltContext) -> None:
         """Store a 👍/👎 on an answer (the last vote counts) and thank the person ephemerally."""
-        team_id, user_id, channel_id, vote = _clicked(body)
+        team_id, user_id, channel_id, vote = _clicked(body, context)
         container = body.get("container") or {}
         message_ts = str(container.get("message_ts") or (body.get("message") or {}).get("ts") or "")
         thread_ts = str(container.get("thread_ts") or (body.get("message") or {}).get("thread_ts") or "")
@@ -484,39 +492,38 @@ class _Listeners:
 
     # lifecycle --------------------------------------------------------------------------------------
 
-    def uninstalled(self, body: dict[str, Any]) -> None:
-        team_id = _team(body)
+    def uninstalled(self, event: dict[str, Any], context: BoltContext) -> None:
+        team_id = _team(context, event)
         if not team_id:
             return
         self.services.store.forget_workspace(team_id)
         log.info("event=workspace_forgotten team=%s reason=app_uninstalled", team_id)
 
-    def tokens_revoked(self, event: dict[str, Any], body: dict[str, Any]) -> None:
+    def tokens_revoked(self, event: dict[str, Any], context: BoltContext) -> None:
         if not (event.get("tokens") or {}).get("bot"):
             return  # only user tokens went away; the bot token still works
-        team_id = _team(body)
+        team_id = _team(context, event)
         if not team_id:
             return
         self.services.store.forget_workspace(team_id)
         log.info("event=workspace_forgotten team=%s reason=tokens_revoked", team_id)
 
-    def archived(self, event: dict[str, Any], body: dict[str, Any]) -> None:
-        self._pause(body, _channel(event), "channel archived")
+    def archived(self, event: dict[str, Any], context: BoltContext) -> None:
+        self._pause(_team(context, event), _channel(event), "channel archived")
 
-    def left(self, event: dict[str, Any], body: dict[str, Any]) -> None:
-        self._pause(body, _channel(event), "bot removed from channel")
+    def left(self, event: dict[str, Any], context: BoltContext) -> None:
+        self._pause(_team(context, event), _channel(event), "bot removed from channel")
 
-    def member_left(self, event: dict[str, Any], body: dict[str, Any], context: dict[str, Any]) -> None:
+    def member_left(self, event: dict[str, Any], context: BoltContext) -> None:
         if event.get("user") and event.get("user") == context.get("bot_user_id"):
-            self._pause(body, _channel(event), "bot removed from channel")
+            self._pause(_team(context, event), _channel(event), "bot removed from channel")
 
-    def deleted(self, event: dict[str, Any], body: dict[str, Any]) -> None:
-        team_id, channel_id = _team(body), _channel(event)
+    def deleted(self, event: dict[str, Any], context: BoltContext) -> None:
+        team_id, channel_id = _team(context, event), _channel(event)
         if team_id and channel_id and self.services.store.unsubscribe(team_id, channel_id):
             log.info("event=unsubscribed team=%s channel=%s reason=channel_deleted", team_id, channel_id)
 
-    def _pause(self, body: dict[str, Any], channel_id: str, reason: str) -> None:
-        team_id = _team(body)
+    def _pause(self, team_id: str, channel_id: str, reason: str) -> None:
         store = self.services.store
         if team_id and channel_id and store.get_subscription(team_id, channel_id) is not None:
             store.pause_subscription(team_id, channel_id, reason)
@@ -548,11 +555,12 @@ def _channels_of(client: WebClient, user_id: str) -> set[str]:
     return found
 
 
-def _team(body: dict[str, Any]) -> str:
-    """The event's workspace, or '' (logged) when the body names none: nothing is read or written for it."""
-    team_id = str(body.get("team_id") or "")
-    if not team_id:
-        log.info("event=no_workspace type=%s", str((body.get("event") or {}).get("type"))[:40])
+def _team(context: dict[str, Any], event: dict[str, Any] | None = None) -> str:
+    """The workspace Bolt authorized the request for (`context.team_id`), or '' (logged when `event` is
+    given) when there is none: nothing is read or written for it."""
+    team_id = str(context.get("team_id") or "")
+    if not team_id and event is not None:
+        log.info("event=no_workspace type=%s", str(event.get("type"))[:40])
     return team_id
 
 
@@ -563,20 +571,20 @@ def _channel(event: dict[str, Any]) -> str:
     return str(channel or "")
 
 
-def _clicked(body: dict[str, Any]) -> tuple[str, str, str, str]:
+def _clicked(body: dict[str, Any], context: BoltContext) -> tuple[str, str, str, str]:
     """(team_id, user_id, channel_id, the button's value) of a block_actions request ('' when absent)."""
     user = body.get("user") or {}
-    team_id = str((body.get("team") or {}).get("id") or user.get("team_id") or "")
+    team_id = _team(context)
     channel_id = str((body.get("channel") or {}).get("id") or (body.get("container") or {}).get("channel_id")
                      or "")
     value = str(((body.get("actions") or [{}])[0] or {}).get("value") or "")
     return team_id, str(user.get("id") or ""), channel_id, value
 
 
-def _invocation(body: dict[str, Any]) -> Invocation:
+def _invocation(body: dict[str, Any], context: BoltContext) -> Invocation:
     return Invocation(
         text=str(body.get("text") or ""),
-        team_id=str(body.get("team_id") or ""),
+        team_id=_team(context),
         channel_id=str(body.get("channel_id") or ""),
         user_id=str(body.get("user_id") or ""),
         channel_name=body.get("channel_name"),
@@ -587,7 +595,7 @@ def _invocation(body: dict[str, Any]) -> Invocation:
 def _respond_ok(respond: Respond, **message: Any) -> bool:
     try:
         return respond(**message).status_code == 200
-    except OSError as exc:  # the response_url could not be reached
+    except (OSError, ValueError) as exc:  # the response_url could not be reached (or there is none)
         log.warning("event=respond_failed error=%s", type(exc).__name__)
         return False
 

@@ -7,23 +7,31 @@ exchanged through `oauth.v2.access`, the installation saved). Every Web API call
 refreshes included, goes to SLACK_API_URL.
 
 - `StoreInstallations`: slack_sdk's `InstallationStore` over `Store.save_installation`/`find_installation`/
-  `delete_installation`. One installation per workspace (keyed by team id; an org-wide install by enterprise
-  id), kept as the JSON of `Installation.to_dict()` with its times as numbers. Saving an installation (a new
+  `delete_installation`. One installation per workspace, keyed by team id, kept as the JSON of
+  `Installation.to_dict()` with its times as numbers.
+- Enterprise Grid: the app is installed workspace by workspace (as `manifest.json` says:
+  `org_deploy_enabled: false`). An org-wide install is refused at the redirect with a page that says so,
+  and the token Slack issued for it is revoked: every workspace's subscriptions, follows and deliveries are
+  keyed by its team, and an org-wide token would leave them all `not_installed`. Saving an installation (a new
   install, a reinstall, a rotated token) re-enables a workspace that delivery had disabled.
 - Token rotation: when an installation has a refresh token, `find_installation` refreshes a bot token that
   expires within `ROTATE_MINUTES` (oauth.v2.access, grant_type=refresh_token) and saves the result, under a
   per-workspace lock, so Bolt's request path and the poller's deliveries share one refresh (a refresh token is
   good for one use).
 - `StoreStates`: `OAuthStateStore` over `Store.issue_oauth_state`/`consume_oauth_state` (valid once, for
-  `STATE_SECONDS`; expired states are deleted whenever one is issued, and at most `STATE_CAP` are kept).
+  `STATE_SECONDS`; expired states are deleted whenever one is issued; at most `STATE_CAP` are kept, and
+  past it no state is issued (`InstallsBusy`) rather than one in progress pushed out). `bot.server` also
+  limits install pages per client.
 - `WorkspaceClients`: `client_for(team_id)` of the deliverer: each workspace posts with its own bot token; a
   workspace with no installation gets no client (its rows fail, `not_installed`), never another workspace's.
 """
 
 from __future__ import annotations
 
+import html
 import inspect
 import logging
+import re
 import secrets
 import threading
 from datetime import datetime, timedelta
@@ -37,13 +45,13 @@ from slack_bolt.oauth.callback_options import CallbackOptions, FailureArgs, Succ
 from slack_bolt.oauth.oauth_settings import OAuthSettings
 from slack_bolt.response import BoltResponse
 from slack_sdk import WebClient
-from slack_sdk.errors import SlackTokenRotationError
+from slack_sdk.errors import SlackApiError, SlackTokenRotationError
 from slack_sdk.oauth.installation_store import Bot, Installation, InstallationStore
 from slack_sdk.oauth.state_store import OAuthStateStore
 from slack_sdk.oauth.token_rotation import TokenRotator
 
 from bot.config import Settings
-from bot.errors import SecretError, StoreError, WorkspaceUnavailable
+from bot.errors import InstallsBusy, SecretError, StoreError, WorkspaceUnavailable
 from bot.secrets_at_rest import TokenCipher, seal, unseal
 from bot.slackweb import TRANSPORT_ERRORS, make_client
 from bot.store import Store, utcnow
@@ -56,6 +64,7 @@ STATE_SECONDS = 600
 STATE_CAP = 1_000  # OAuth states kept at most (see StoreStates)
 ROTATE_MINUTES = 120  # refresh a bot token this long before it expires (Slack's tokens live 12 hours)
 
+_REASON = re.compile(r"[a-z][a-z0-9_]{0,59}")
 _INSTALLATION_FIELDS = frozenset(inspect.signature(Installation.__init__).parameters) - {"self"}
 _TIME_FIELDS = {"bot_token_expires_at": int, "user_token_expires_at": int, "installed_at": float}
 _locks: dict[str, threading.Lock] = {}
@@ -117,16 +126,30 @@ def _expiring(installation: Installation, minutes: int) -> bool:
     return bool(installation.bot_refresh_token) and expires is not None and expires <= time() + minutes * 60
 
 
+class OrgWideInstall(BoltError):
+    """An org-wide (Enterprise Grid) install, which this app does not take: install it in each workspace."""
+
+
+ORG_WIDE_PAGE = """<!DOCTYPE html><html><head><meta charset="utf-8"><title>mlresearch-bot</title></head><body>
+<h2>Install mlresearch-bot in each workspace</h2>
+<p>This app is installed workspace by workspace, not across a whole Enterprise Grid organization, so nothing
+was installed. Please <a href="{install}">install it from a workspace</a> (an organization admin can also add
+it to chosen workspaces from the admin dashboard).</p></body></html>"""
+
+
 class StoreInstallations(InstallationStore):
     """slack_sdk's InstallationStore over our store; refreshes expiring bot tokens when `rotator` is set, and
-    seals installations with `cipher` (TOKEN_ENCRYPTION_KEY) when there is one (bot.secrets_at_rest)."""
+    seals installations with `cipher` (TOKEN_ENCRYPTION_KEY) when there is one (bot.secrets_at_rest). An
+    org-wide install is not saved (OrgWideInstall); its token is revoked through `client` when given."""
 
     def __init__(self, store: Store, *, rotator: TokenRotator | None = None,
-                 rotate_minutes: int = ROTATE_MINUTES, cipher: TokenCipher | None = None) -> None:
+                 rotate_minutes: int = ROTATE_MINUTES, cipher: TokenCipher | None = None,
+                 client: WebClient | None = None) -> None:
         self.store = store
         self.rotator = rotator
         self.rotate_minutes = rotate_minutes
         self.cipher = cipher
+        self.client = client
 
     @property
     def logger(self) -> Logger:
@@ -135,6 +158,8 @@ class StoreInstallations(InstallationStore):
     # saving -------------------------------------------------------------------------------------------
 
     def save(self, installation: Installation) -> None:
+        if installation.is_enterprise_install:
+            self._refuse_org_wide(installation)
         team_id, enterprise_id = installation_key(installation.team_id, installation.enterprise_id,
                                                   installation.is_enterprise_install)
         try:
@@ -145,6 +170,21 @@ class StoreInstallations(InstallationStore):
             log.error("event=installation_save_failed team=%s error=%s", team_id or enterprise_id,
                       " ".join(str(exc).split())[:200])
             raise BoltError(f"could not save the installation: {exc}") from exc
+
+    def _refuse_org_wide(self, installation: Installation) -> None:
+        """Revoke the token of an org-wide install (so Slack does not keep it installed) and refuse it."""
+        revoked = "no"
+        if self.client is not None and installation.bot_token:
+            try:
+                self.client.auth_revoke(token=installation.bot_token)
+                revoked = "yes"
+            except SlackApiError as exc:
+                revoked = str(exc.response.get("error") or "unknown_error")[:60]
+            except TRANSPORT_ERRORS as exc:
+                revoked = type(exc).__name__
+        log.warning("event=install_refused reason=org_wide enterprise=%s revoked=%s",
+                    installation.enterprise_id or "-", revoked)
+        raise OrgWideInstall("org-wide installs are not supported: install the app in each workspace")
 
     def save_bot(self, bot: Bot) -> None:
         current = self._load(installation_key(bot.team_id, bot.enterprise_id, bot.is_enterprise_install))
@@ -245,19 +285,21 @@ class StoreInstallations(InstallationStore):
             self.save(installation)
 
 
-def reseal_installations(store: Store, cipher: TokenCipher) -> tuple[int, int]:
+def reseal_installations(store: Store, cipher: TokenCipher | None) -> tuple[int, int]:
     """Seal every stored installation with the cipher's first key: after TOKEN_ENCRYPTION_KEY is first set
     (plain rows), or when a new key has been put first (rotation). Returns (resealed, unreadable): an
-    installation none of the keys opens is left as it is."""
+    installation none of the keys opens (or a sealed one, without a cipher) is left as it is. Without a
+    cipher nothing is rewritten; the sealed installations are counted."""
     unreadable = 0
 
     def reseal(data: dict[str, Any]) -> dict[str, Any] | None:
         nonlocal unreadable
         try:
-            return seal(unseal(data, cipher), cipher)
+            opened = unseal(data, cipher)
         except SecretError:
             unreadable += 1
             return None
+        return seal(opened, cipher) if cipher is not None else None
 
     return store.rewrite_installations(reseal), unreadable
 
@@ -267,8 +309,8 @@ def reseal_installations(store: Store, cipher: TokenCipher) -> tuple[int, int]:
 
 class StoreStates(OAuthStateStore):
     """OAuth `state` values in our store: each valid once, for `expiration_seconds`. Issuing one deletes the
-    expired ones, and at most `cap` are kept (the oldest go first: a flood of /slack/install requests can
-    only make an installer start again, never grow the table)."""
+    expired ones; at most `cap` are kept, and past it `issue` raises InstallsBusy (the installs in progress
+    keep their states: a flood of /slack/install requests can only delay a new install)."""
 
     def __init__(self, store: Store, expiration_seconds: int = STATE_SECONDS, *,
                  cap: int = STATE_CAP) -> None:
@@ -283,7 +325,9 @@ class StoreStates(OAuthStateStore):
     def issue(self, *args: Any, **kwargs: Any) -> str:
         state = secrets.token_urlsafe(24)
         expires = utcnow() + timedelta(seconds=self.expiration_seconds)
-        self.store.issue_oauth_state(state, expires, cap=self.cap)
+        if not self.store.issue_oauth_state(state, expires, cap=self.cap):
+            log.warning("event=install_refused reason=states_full cap=%d", self.cap)
+            raise InstallsBusy("too many installs are in progress; try again in a few minutes")
         return state
 
     def consume(self, state: str) -> bool:
@@ -307,7 +351,7 @@ def oauth_settings(settings: Settings, store: Store, client: WebClient) -> OAuth
     """Bolt's OAuth settings: our installation and state stores, the configured scopes, and a token rotator
     and authorizer whose calls go through `client` (SLACK_API_URL)."""
     installations = StoreInstallations(store, rotator=rotator(settings, client),
-                                       cipher=TokenCipher.of(settings.token_encryption_keys))
+                                       cipher=TokenCipher.of(settings.token_encryption_keys), client=client)
     bolt_logger = logging.getLogger("slack_bolt.oauth")
     oauth = OAuthSettings(
         client_id=settings.slack_client_id,
@@ -354,7 +398,13 @@ def _installed(args: SuccessArgs) -> BoltResponse:
 
 
 def _install_failed(args: FailureArgs) -> BoltResponse:
-    log.warning("event=install_failed reason=%s status=%d", args.reason, args.suggested_status_code)
+    if isinstance(args.error, OrgWideInstall):  # logged when refused; a page that says what to do instead
+        page = ORG_WIDE_PAGE.format(install=html.escape(INSTALL_PATH))
+        return BoltResponse(status=400, body=page, headers={"Content-Type": "text/html; charset=utf-8"})
+    # Bolt's own reasons, or Slack's `error` from the redirect's query string (access_denied...): anyone can
+    # put any text there, so a reason that is not one word of Slack's alphabet is logged as `unrecognized`.
+    reason = args.reason if _REASON.fullmatch(args.reason or "") else "unrecognized"
+    log.warning("event=install_failed reason=%s status=%d", reason, args.suggested_status_code)
     return args.default.failure(args)
 
 

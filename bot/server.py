@@ -2,14 +2,18 @@
 
 HTTP routes: `POST /slack/events` (commands, events, interactivity), `GET /healthz` (JSON), and in OAuth
 mode (SLACK_CLIENT_ID and SLACK_CLIENT_SECRET set) `GET /slack/install` and `GET /slack/oauth_redirect`
-(Bolt's OAuth flow, see `bot.oauth`); anything else 404. In Socket Mode, `/healthz` is still served on $PORT
-and `/slack/events` is not.
+(Bolt's OAuth flow, see `bot.oauth`; each install page writes an OAuth state, so one client may open
+INSTALL_LIMIT of them per INSTALL_WINDOW, by its address (on Heroku, as its router saw it), and past that
+gets 429; when the states table is full the page is a 503 that asks to try again, and the installs in
+progress keep theirs); anything else 404. In Socket Mode, `/healthz` is still served on $PORT and
+`/slack/events` is not.
 
 Before Bolt sees a request to /slack/events, the Router verifies its signature (slack_sdk's
 SignatureVerifier, as Bolt does: an unsigned, badly signed or stale request, or one whose timestamp is not a
 number, gets 401), then its shape (the body must be what Bolt parses into a JSON object and reads without
-failing: 400 otherwise). Either answer is logged as one `event=request_rejected` line naming the reason only,
-never a field of the body. Bolt verifies the signature again.
+failing, the parts our listeners read shaped as Slack sends them: 400 otherwise). Either answer is logged as
+one `event=request_rejected` line naming the reason only, never a field of the body.
+Bolt verifies the signature again.
 
 SIGTERM or SIGINT stops the server: it stops accepting and finishes the requests in flight (up to 5 s),
 the poller finishes its cycle (deliveries not yet posted stay pending), lazy listeners drain, and `serve`
@@ -18,12 +22,14 @@ returns 0, all well within Heroku's 30 s.
 
 from __future__ import annotations
 
+import html
 import io
 import json
 import logging
 import signal
 import threading
 import time
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
@@ -49,7 +55,7 @@ from waitress import create_server, wasyncore
 from bot import memory
 from bot.app import LAZY_WORKERS, build_app, make_services, web_client
 from bot.config import Settings
-from bot.errors import ServeError, StoreError
+from bot.errors import InstallsBusy, ServeError, StoreError
 from bot.lanes import ModelLane
 from bot.slackweb import error_code
 from bot.store import Store, iso, open_store
@@ -75,9 +81,18 @@ POLLER_STOP_SECONDS = 20.0
 POLLER_START_DELAY = 0.5
 LAZY_DRAIN_SECONDS = 3.0
 HTTP_GRACE_SECONDS = 5.0
+INSTALL_LIMIT = 30  # install pages (each an OAuth state) one client may open per INSTALL_WINDOW
+INSTALL_WINDOW = 600.0  # seconds: an OAuth state's life (bot.oauth.STATE_SECONDS)
+MAX_CLIENTS = 10_000  # clients the install limit remembers (the longest unseen are forgotten first)
 MAX_REQUEST_AGE = 5 * 60  # seconds between a request's X-Slack-Request-Timestamp and now, either way
 # Where Slack always sends an object; Bolt's middleware and our listeners rely on it.
 OBJECTS = ("event", "view")
+# In an interactive payload (a click, a submission, a shortcut): objects when present and not null.
+INTERACTIVE_OBJECTS = ("user", "team", "channel", "container", "message", "enterprise")
+# Events whose `assistant_thread` Bolt's Assistant middleware reads.
+ASSISTANT_EVENTS = ("assistant_thread_started", "assistant_thread_context_changed")
+INTERACTIVE_TYPES = frozenset({"block_actions", "block_suggestion", "interactive_message", "view_submission",
+                               "view_closed", "shortcut", "message_action"})
 BOLT_READERS = (to_options, to_shortcut, to_action, to_view, to_command, to_event, to_message, to_step)
 
 StartResponse = Callable[..., Any]
@@ -100,16 +115,47 @@ def health(store: Store) -> tuple[int, dict[str, Any]]:
         return 503, {"status": "error", "error": "database unavailable"}
 
 
+class RateLimit:
+    """At most `limit` events per client in any `window` seconds (a sliding window), remembering at most
+    `max_clients` clients (the longest unseen are forgotten first). `allow(client)` is None when the event
+    may go ahead (it is counted), else the seconds until it may."""
+
+    def __init__(self, limit: int, window: float, *, max_clients: int = MAX_CLIENTS,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.limit = limit
+        self.window = window
+        self.max_clients = max_clients
+        self.clock = clock
+        self._seen: OrderedDict[str, deque[float]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def allow(self, client: str) -> float | None:
+        now = self.clock()
+        with self._lock:
+            times = self._seen.pop(client, None) or deque()
+            while times and times[0] <= now - self.window:
+                times.popleft()
+            self._seen[client] = times  # now the most recently seen
+            while len(self._seen) > self.max_clients:
+                self._seen.popitem(last=False)
+            if len(times) >= self.limit:
+                return max(times[0] + self.window - now, 1.0)
+            times.append(now)
+            return None
+
+
 class Router:
     """The WSGI application: Slack's Request URL to Bolt (verified and checked first when `signing_secret` is
-    given, as in HTTP mode), /healthz, and 404 for everything else."""
+    given, as in HTTP mode), /healthz, and 404 for everything else. In OAuth mode, /slack/install pages are
+    limited per client (`install_limit`, by the connecting address): each writes an OAuth state."""
 
     def __init__(self, slack: WsgiApp | None, store: Store, oauth: WsgiApp | None = None,
-                 signing_secret: str | None = None) -> None:
+                 signing_secret: str | None = None, install_limit: RateLimit | None = None) -> None:
         self.slack = slack
         self.store = store
         self.oauth = oauth
         self.verifier = SignatureVerifier(signing_secret) if signing_secret else None
+        self.install_limit = install_limit or RateLimit(INSTALL_LIMIT, INSTALL_WINDOW)
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO") or "/"
@@ -127,7 +173,16 @@ class Router:
         if path in OAUTH_PATHS and self.oauth is not None:
             if method != "GET":
                 return _json(start_response, 405, {"error": "method not allowed"}, [("Allow", "GET")])
-            return self.oauth(environ, start_response)
+            if path == OAUTH_PATHS[0]:
+                wait = self.install_limit.allow(str(environ.get("REMOTE_ADDR") or "-"))
+                if wait is not None:
+                    log.warning("event=install_refused reason=rate_limited retry_after=%d", wait)
+                    return _page(start_response, 429, "Too many install attempts from your address. Please "
+                                 f"try again in {max(1, round(wait / 60))} minute(s).", wait)
+            try:
+                return self.oauth(environ, start_response)
+            except InstallsBusy as exc:
+                return _page(start_response, 503, f"Sorry: {exc}.", INSTALL_WINDOW / 10)
         if path == HEALTH_PATH:
             if method not in ("GET", "HEAD"):
                 return _json(start_response, 405, {"error": "method not allowed"}, [("Allow", "GET, HEAD")])
@@ -173,7 +228,7 @@ def _misshapen(text: str, content_type: str | None) -> tuple[int, str] | None:
         return 400, "body_not_json"
     if not isinstance(body, dict):
         return 400, "body_not_an_object"
-    if any(key in body and not isinstance(body[key], dict) for key in OBJECTS):
+    if any(key in body and not isinstance(body[key], dict) for key in OBJECTS) or not _parts_fit(body):
         return 400, "unexpected_shape"
     try:
         build_context(BoltContext(), body)
@@ -185,8 +240,41 @@ def _misshapen(text: str, content_type: str | None) -> tuple[int, str] | None:
     return None
 
 
+def _parts_fit(body: dict[str, Any]) -> bool:
+    """Whether the parts of a body that Bolt's matchers and our listeners read have the shapes Slack sends:
+    its `type` is a string and its `response_url` (if any) an http(s) URL; an interactive payload's user,
+    team, channel... are objects, and each of its `actions` an object with a string `action_id`; an assistant
+    thread event's `assistant_thread` is an object with a string `channel_id` and `thread_ts`; a
+    `tokens_revoked` event's `tokens` is an object of lists of strings."""
+    kind = body.get("type")
+    if kind is not None and not isinstance(kind, str):
+        return False
+    url = body.get("response_url")
+    if url not in (None, "") and not (isinstance(url, str) and url.startswith(("https://", "http://"))):
+        return False
+    if kind in INTERACTIVE_TYPES:
+        if any(body.get(key) is not None and not isinstance(body[key], dict) for key in INTERACTIVE_OBJECTS):
+            return False
+        actions, key = body.get("actions"), "action_id" if kind == "block_actions" else "name"
+        if actions is not None and not (isinstance(actions, list) and all(
+                isinstance(a, dict) and isinstance(a.get(key), str) for a in actions)):
+            return False
+    event = body.get("event")
+    if isinstance(event, dict) and event.get("type") in ASSISTANT_EVENTS:
+        thread = event.get("assistant_thread")
+        if not (isinstance(thread, dict) and isinstance(thread.get("context", {}), dict)
+                and all(isinstance(thread.get(key), str) for key in ("channel_id", "thread_ts"))):
+            return False
+    if isinstance(event, dict) and "tokens" in event:
+        tokens = event["tokens"]
+        if not (isinstance(tokens, dict) and all(
+                isinstance(v, list) and all(isinstance(x, str) for x in v) for v in tokens.values())):
+            return False
+    return True
+
+
 _REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed",
-            503: "Service Unavailable"}
+            429: "Too Many Requests", 503: "Service Unavailable"}
 
 
 def _json(start_response: StartResponse, status: int, body: dict[str, Any],
@@ -198,10 +286,26 @@ def _json(start_response: StartResponse, status: int, body: dict[str, Any],
     return [] if head else [data]
 
 
-def create_http_server(wsgi: WsgiApp, port: int, host: str = "0.0.0.0") -> Any:
-    """A bound (not yet running) waitress server; `.effective_port` is the port it listens on."""
+def _page(start_response: StartResponse, status: int, text: str, retry_after: float) -> list[bytes]:
+    """A short HTML page for a person in a browser (the install flow), with Retry-After."""
+    data = (f"<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>mlresearch-bot</title></head>"
+            f"<body><p>{html.escape(text)}</p></body></html>").encode()
+    start_response(f"{status} {_REASONS.get(status, '')}".strip(), [
+        ("Content-Type", "text/html; charset=utf-8"), ("Content-Length", str(len(data))),
+        ("Cache-Control", "no-store"), ("Retry-After", str(max(1, int(retry_after))))])
+    return [data]
+
+
+def create_http_server(wsgi: WsgiApp, port: int, host: str = "0.0.0.0", *,
+                       behind_router: bool = False) -> Any:
+    """A bound (not yet running) waitress server; `.effective_port` is the port it listens on. Proxy headers
+    are dropped, except `behind_router` (Heroku, `Settings.behind_router`): then the last X-Forwarded-For
+    address, the one Heroku's router appends, is the client's (REMOTE_ADDR)."""
+    proxy: dict[str, Any] = {}
+    if behind_router:
+        proxy = {"trusted_proxy": "*", "trusted_proxy_count": 1, "trusted_proxy_headers": {"x-forwarded-for"}}
     return create_server(wsgi, host=host, port=port, threads=HTTP_THREADS, ident="mlresearch-bot",
-                         max_request_body_size=MAX_BODY, clear_untrusted_proxy_headers=True)
+                         max_request_body_size=MAX_BODY, clear_untrusted_proxy_headers=True, **proxy)
 
 
 def start_poller(settings: Settings, store: Store) -> Poller | None:
@@ -251,8 +355,12 @@ def serve(settings: Settings) -> int:
     if settings.oauth_enabled and settings.slack_bot_token:
         log.warning("event=config_ignored variable=SLACK_BOT_TOKEN detail=\"SLACK_CLIENT_ID and "
                     "SLACK_CLIENT_SECRET are set: every workspace uses the token of its own installation\"")
+    if settings.oauth_enabled and not settings.token_encryption_keys:
+        log.warning("event=config_warning variable=TOKEN_ENCRYPTION_KEY detail=\"not set: each workspace's "
+                    "OAuth tokens are stored unencrypted in the database\"")
     try:
-        server = create_http_server(Router(slack, store, oauth, settings.slack_signing_secret), settings.port)
+        server = create_http_server(Router(slack, store, oauth, settings.slack_signing_secret), settings.port,
+                                    behind_router=settings.behind_router)
     except OSError as exc:
         raise ServeError(f"cannot listen on port {settings.port}: {exc.strerror or exc}") from None
     socket_handler = _connect_socket_mode(app, settings) if socket_mode else None

@@ -57,7 +57,7 @@ def test_poll_then_search_shows_the_archive_working(cwd):
     found = run(cwd, "search", "captioning", "--json")
     assert found.returncode == 0, found.stderr
     hits = json.loads(found.stdout)
-    assert hits and set(hits[0]) == {"id", "title", "link", "published", "score", "by_meaning"}
+    assert hits and set(hits[0]) == {"id", "title", "link", "published", "score"}  # as the contract says
     assert hits[0]["link"] == "https://machinelearning.apple.com/research/balcaprl-mllm-image-captioning"
     assert hits[0]["published"].startswith("2026-05-11")
     assert isinstance(hits[0]["score"], float)

@@ -69,7 +69,12 @@ def test_a_redirect_from_a_public_host_to_a_private_name_is_refused_before_conne
     assert "s3" not in str(err.value)
 
 
-@pytest.mark.parametrize("address", ["169.254.169.254", "192.168.1.1", "::1", "fe80::1", "::ffff:127.0.0.1"])
+@pytest.mark.parametrize("address", [
+    "169.254.169.254", "192.168.1.1", "::1", "fe80::1", "::ffff:127.0.0.1",
+    "100.64.0.1", "100.127.255.254",  # shared address space (RFC 6598), where some clouds keep metadata
+    "64:ff9b::a9fe:a9fe", "64:ff9b::7f00:1", "64:ff9b::a00:1",  # NAT64: 169.254.169.254, 127.0.0.1, 10.0.0.1
+    "2002:a9fe:a9fe::1", "2002:7f00:1::", "2002:c0a8:101::",  # 6to4 of the same kind
+])
 def test_local_private_and_link_local_addresses_are_not_public(address: str) -> None:
     assert not feed.is_public_host(address)
     assert not feed.is_public_host("name.test", resolver({"name.test": address}))
@@ -77,11 +82,40 @@ def test_local_private_and_link_local_addresses_are_not_public(address: str) -> 
     assert not feed.is_public_host("unknown.test", resolver({}))
 
 
-def test_a_public_host_may_redirect_to_a_public_host(feed_server: FeedServer, client) -> None:
-    feed_server.feed("/rss.xml", RSS)
-    feed_server.route("/old", Reply(status=302, headers={"Location": f"{localhost(feed_server)}/rss.xml"}))
-    answer = fetch(client, f"{localhost(feed_server)}/old", resolve=resolver({"localhost": PUBLIC}))
-    assert isinstance(answer, Fetched) and answer.content == RSS
+@pytest.mark.parametrize("address", [PUBLIC, "100.128.0.1", "64:ff9b::1120:900a", "2002:1120:900a::1",
+                                     "2606:4700::1111"])
+def test_public_addresses_are_public_also_inside_nat64_and_6to4(address: str) -> None:
+    assert feed.is_public_host(address)
+
+
+@pytest.mark.parametrize("scheme", ["http", "https"])
+def test_a_redirect_goes_to_the_address_its_check_found_not_a_second_lookup(scheme: str) -> None:
+    """DNS rebinding: a name checked as public could resolve elsewhere when httpx looks it up again. The
+    redirect is sent to the address the check found, with the name as Host (and as the TLS server name, so
+    the certificate is checked against the name). A transport records what would go on the wire."""
+    sent: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        if request.url.path == "/old":
+            return httpx.Response(302, headers={"Location": f"{scheme}://cdn.example/rss.xml"})
+        if request.url.path == "/rss.xml":
+            return httpx.Response(301, headers={"Location": "/final.xml"})  # relative: the name stays
+        return httpx.Response(200, content=RSS)
+
+    names = {"feed.example": PUBLIC, "cdn.example": "2606:4700::1111"}
+    with httpx.Client(transport=httpx.MockTransport(answer), timeout=5.0) as client:
+        answer_ = fetch(client, f"{scheme}://feed.example/old", resolve=resolver(names))
+    assert isinstance(answer_, Fetched) and answer_.content == RSS
+    first, *redirected = sent
+    assert first.url.host == "feed.example"  # FEED_URL itself: the operator's choice, not checked
+    assert [str(r.url) for r in redirected] == [f"{scheme}://[2606:4700::1111]/rss.xml",
+                                                f"{scheme}://[2606:4700::1111]/final.xml"]
+    assert all(r.headers["Host"] == "cdn.example" for r in redirected)
+    if scheme == "https":
+        assert all(r.extensions.get("sni_hostname") == "cdn.example" for r in redirected)
+    else:
+        assert not any("sni_hostname" in r.extensions for r in sent)
 
 
 def test_a_local_feed_url_may_redirect_to_another_local_host(feed_server: FeedServer, client) -> None:

@@ -31,7 +31,7 @@ from bot.slackweb import make_client
 from bot.store import Store, open_store
 from tests.fakes.archive import make_item
 from tests.fakes.recorder import Recorder
-from tests.fakes.slack_api import FakeSlack, dm_channel
+from tests.fakes.slack_api import BOT_ID, FakeSlack, dm_channel
 from tests.fakes.slack_sender import SECRET, TOKEN, block_action_body, event_body, http, signed_headers
 
 DATA = Path(__file__).parent / "data"
@@ -171,7 +171,7 @@ def test_a_crash_after_posting_is_reconciled_from_the_dm_not_posted_again(
     assert store.claim(row.id)
     message = blocks.follow_message(SPEECH, ["speech"])
     slack_api.add_message(dm_channel(ALICE), message["text"], blocks=message["blocks"],
-                          metadata=message["metadata"], user="UFAKEBOT")
+                          metadata=message["metadata"], user="UFAKEBOT", bot_id=BOT_ID)
     restarted = open_store(database_url)
     report = deliverer(slack_api)(restarted)
     assert (report.delivered, report.failed) == (1, 0)

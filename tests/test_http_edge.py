@@ -21,6 +21,7 @@ from tests.fakes.slack_sender import (
     TOKEN,
     ServeProcess,
     block_action_body,
+    command_body,
     event_body,
     http,
     signature,
@@ -133,6 +134,15 @@ def _action(**fields: Any) -> bytes:
     return urlencode({"payload": json.dumps(payload)}).encode()
 
 
+def _assistant(thread: Any) -> bytes:
+    return event_body({"type": "assistant_thread_started", "assistant_thread": thread, "event_ts": "1.2"},
+                      team="TVICTIM")
+
+
+def _revoked(tokens: Any) -> bytes:
+    return event_body({"type": "tokens_revoked", "tokens": tokens}, team="TVICTIM")
+
+
 @pytest.mark.parametrize(("name", "body", "content_type", "reason"), [
     ("payload_not_json", _payload("{not json TVICTIM"), FORM, "body_not_json"),
     ("payload_a_string", _payload('"TVICTIM"'), FORM, "body_not_an_object"),
@@ -147,6 +157,24 @@ def _action(**fields: Any) -> bytes:
     ("team_a_number", _action(team=5), FORM, "unexpected_shape"),
     ("actions_empty", _action(actions=[]), FORM, "unexpected_shape"),
     ("actions_a_string", _action(actions="TVICTIM"), FORM, "unexpected_shape"),
+    ("actions_null_inside", _action(actions=[None]), FORM, "unexpected_shape"),
+    ("action_without_id", _action(actions=[{"value": "TVICTIM"}]), FORM, "unexpected_shape"),
+    ("action_id_a_number", _action(actions=[{"action_id": 5, "value": "TVICTIM"}]), FORM, "unexpected_shape"),
+    ("channel_a_string", _action(channel="C0VICTIM"), FORM, "unexpected_shape"),
+    ("user_a_list", _action(user=["TVICTIM"]), FORM, "unexpected_shape"),
+    ("response_url_not_a_url", _action(response_url="TVICTIM"), FORM, "unexpected_shape"),
+    ("command_response_url_a_file", command_body("subscribe x", team="TVICTIM", channel="C0VICTIM",
+                                                 response_url="file:///etc/passwd"), FORM,
+     "unexpected_shape"),
+    ("type_a_list", _action(type=["block_actions"]), FORM, "unexpected_shape"),
+    ("assistant_thread_a_string", _assistant("TVICTIM"), JSON, "unexpected_shape"),
+    ("assistant_thread_without_ts", _assistant({"channel_id": "D0VICTIM", "thread_ts": None}), JSON,
+     "unexpected_shape"),
+    ("assistant_context_a_list", _assistant({"channel_id": "D0VICTIM", "thread_ts": "1.1", "context": []}),
+     JSON, "unexpected_shape"),
+    ("tokens_a_string", _revoked("TVICTIM"), JSON, "unexpected_shape"),
+    ("tokens_a_list", _revoked(["TVICTIM"]), JSON, "unexpected_shape"),
+    ("tokens_bot_null_inside", _revoked({"bot": [None]}), JSON, "unexpected_shape"),
     ("view_without_type", json.dumps({"type": "view_submission", "team": {"id": "TVICTIM"},
                                       "view": {"id": "V1", "callback_id": "c"}}).encode(),
      JSON, "unexpected_shape"),
@@ -163,6 +191,16 @@ def test_signed_requests_of_unexpected_shapes_get_400_and_one_line(
     assert "Exception while serving" not in output and "Traceback" not in output
     assert not any(marker in output for marker in MARKERS), output
     assert store.get_subscription("TVICTIM", "C0VICTIM") is None
+
+
+def test_a_click_without_a_response_url_is_shared_as_the_bot(bot: ServeProcess, slack: FakeSlack) -> None:
+    form = dict(parse_qsl(block_action_body("share_reply", "latest", channel="C0NOURL").decode()))
+    payload = {**json.loads(form["payload"]), "response_url": None}
+    before = len(bot.output())
+    status, _ = bot.post(urlencode({"payload": json.dumps(payload)}).encode(), FORM)
+    assert status == 200
+    assert slack.wait_for(lambda s: bool(s.posts("C0NOURL")), timeout=20), new_output(bot, before)
+    assert "Failed to run" not in new_output(bot, before)
 
 
 @pytest.mark.parametrize("content_type", [JSON, "application/json; charset=utf-8"])

@@ -226,6 +226,40 @@ def test_a_bad_state_or_code_shows_an_error_and_stores_nothing(
         assert code in workspaces.codes  # never exchanged
 
 
+def test_without_an_encryption_key_serve_says_so_once_at_start(bot: ServeProcess) -> None:
+    assert bot.output().count("event=config_warning variable=TOKEN_ENCRYPTION_KEY") == 1
+
+
+def test_an_error_on_the_redirect_forges_no_log_fields(bot: ServeProcess) -> None:
+    before = len(bot.output())
+    forged = "x%20event%3Dinstalled%20team%3DTEVIL"
+    status, _headers, page = get(bot.base + f"/slack/oauth_redirect?error={forged}")
+    assert status == 200 and "Something Went Wrong" in page
+    status, _headers, _page = get(bot.base + "/slack/oauth_redirect?error=access_denied")
+    assert status == 200
+    wait_until(lambda: "reason=access_denied" in bot.output()[before:], what="the second failure's line")
+    lines = [line for line in bot.output()[before:].splitlines() if "event=install_failed" in line]
+    assert "TEVIL" not in bot.output()[before:] and "event=installed" not in bot.output()[before:]
+    assert [line.split("event=install_failed ")[1] for line in lines] == [
+        "reason=unrecognized status=200", "reason=access_denied status=200"]
+
+
+def test_an_org_wide_install_is_refused_with_a_page_that_says_what_to_do(
+    bot: ServeProcess, store: Store, workspaces: SlackWorkspaces
+) -> None:
+    """Enterprise Grid: everything is keyed by workspace, so an org-wide install would be accepted and then
+    every delivery would fail `not_installed`. It is refused, and its token revoked."""
+    before = len(bot.output())
+    status, page = finish_install(bot, start_install(bot), workspaces.code_for("E0ORG", org_wide=True))
+    assert status == 400 and "install it from a workspace" in page.replace("\n", " ")
+    assert store.find_installation(None, "E0ORG") is None and store.find_installation("E0ORG", None) is None
+    token = workspaces.token_of("E0ORG")
+    assert token not in workspaces.tokens  # revoked: Slack does not keep it installed
+    wait_until(lambda: "event=install_refused reason=org_wide enterprise=E0ORG revoked=yes"
+               in bot.output()[before:], what="the refusal's log line")
+    assert "event=installed" not in bot.output()[before:]
+
+
 def test_a_command_is_served_with_its_workspace_token(
     bot: ServeProcess, store: Store, slack: FakeSlack, workspaces: SlackWorkspaces
 ) -> None:

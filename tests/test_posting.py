@@ -14,7 +14,7 @@ import pytest
 from bot import blocks
 from bot.models import Item
 from bot.store import Store
-from tests.fakes.slack_api import FakeSlack
+from tests.fakes.slack_api import BOT_ID, FakeSlack
 from tests.test_deliver import TEAM, assert_exactly_once, deliverer, past_baseline, posted_items, queue
 
 
@@ -100,7 +100,8 @@ def test_an_orphan_already_in_history_is_marked_sent_without_posting(
 ) -> None:
     items = queue(store, ["C1"], n=2)
     row_id = orphan(store, items[0])
-    landed = slack_api.add_message("C1", "x", metadata=blocks.item_message(items[0])["metadata"])
+    landed = slack_api.add_message("C1", "x", metadata=blocks.item_message(items[0])["metadata"],
+                                   bot_id=BOT_ID)
     slack_api.add_message("C1", "chatter")
     report = deliverer(slack_api)(store)
     assert (report.delivered, report.failed) == (2, 0)
@@ -109,6 +110,20 @@ def test_an_orphan_already_in_history_is_marked_sent_without_posting(
     [history] = slack_api.calls_to("conversations.history", "C1")
     assert str(history.params["include_all_metadata"]).lower() in ("1", "true")
     assert [r.ts for r in store.deliveries() if r.id == row_id] == [landed["ts"]]
+
+
+def test_an_orphan_is_posted_when_only_someone_else_posted_its_metadata(
+    store: Store, slack_api: FakeSlack
+) -> None:
+    [item] = queue(store, ["C1"], n=1)
+    orphan(store, item)
+    metadata = blocks.item_message(item)["metadata"]
+    slack_api.add_message("C1", "forged", metadata=metadata, user="U0EVE")
+    slack_api.add_message("C1", "another app", metadata=metadata, bot_id="B0OTHER")
+    assert deliverer(slack_api)(store).delivered == 1
+    assert posted_items(slack_api, "C1") == [item.id]  # posted by us, once
+    [row] = store.deliveries(item_id=item.id)
+    assert row.state == "sent" and row.ts == slack_api.posts("C1")[0]["ts"]
 
 
 def test_an_orphan_missing_from_history_is_posted(store: Store, slack_api: FakeSlack) -> None:

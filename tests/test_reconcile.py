@@ -11,13 +11,16 @@ from slack_sdk.errors import SlackApiError
 
 from bot.reconcile import HISTORY_PAGES, RECONCILE_MARGIN, find_posted
 from bot.slackweb import make_client
-from tests.fakes.slack_api import FakeSlack
+from tests.fakes.slack_api import BOT_ID, BOT_USER, FakeSlack
 
 CHANNEL = "C1"
 
 
-def tagged(key: str, value: str, event_type: str = "mlresearch_test") -> dict[str, object]:
-    return {"metadata": {"event_type": event_type, "event_payload": {key: value}}}
+def tagged(key: str, value: str, event_type: str = "mlresearch_test",
+           bot_id: str = BOT_ID) -> dict[str, object]:
+    """A message with our metadata, posted by our bot (by default)."""
+    return {"metadata": {"event_type": event_type, "event_payload": {key: value}}, "bot_id": bot_id,
+            "user": BOT_USER}
 
 
 def client(slack: FakeSlack) -> WebClient:
@@ -64,3 +67,16 @@ def test_a_reply_is_found_in_its_thread_and_a_missing_thread_is_the_callers_to_s
     with pytest.raises(SlackApiError) as raised:
         find(slack_api, "p1", claimed, thread_ts="1.000001")
     assert raised.value.response["error"] == "thread_not_found"
+
+
+def test_only_a_message_our_bot_posted_counts(slack_api: FakeSlack) -> None:
+    """Anyone in the channel (a person, another app) can post a message carrying our metadata: it must not
+    make a row count as sent. Our bot is the one auth.test names for the token."""
+    claimed = datetime.now(UTC)
+    slack_api.add_message(CHANNEL, "a person's", user="U0EVE",
+                          metadata=tagged("period", "p1")["metadata"])
+    slack_api.add_message(CHANNEL, "another app's", **tagged("period", "p1", bot_id="B0OTHER"))
+    assert find(slack_api, "p1", claimed) is None
+    ours = slack_api.add_message(CHANNEL, "ours", **tagged("period", "p1"))
+    assert find(slack_api, "p1", claimed) == ours["ts"]
+    assert {c.token for c in slack_api.calls_to("auth.test")} == {"xoxb-test"}

@@ -136,6 +136,23 @@ def test_a_row_no_key_opens_is_one_line_and_never_a_token(
     assert not any(r.exc_info for r in caplog.records)
 
 
+@pytest.mark.parametrize("keys", ["", KEY_B], ids=["no-key", "wrong-key"])
+def test_migrate_fails_in_one_line_when_an_installation_cannot_be_decrypted(
+    store: Store, database_url: str, keys: str
+) -> None:
+    """A release phase (`release: mlresearch-bot migrate`) must fail loudly rather than deploy a bot whose
+    every delivery then fails."""
+    installations(store, KEY_A).save(installation())
+    before = raw_rows(database_url)
+
+    done = migrate(database_url, keys)
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert done.stderr.count("\n") == 1 and "1 installation(s) cannot be decrypted" in done.stderr
+    assert "TOKEN_ENCRYPTION_KEY" in done.stderr and "Traceback" not in done.stderr
+    assert raw_rows(database_url) == before  # left as it was
+    assert migrate(database_url, f"{KEY_B},{KEY_A}").returncode == 0  # the right key (second) opens it
+
+
 def test_a_malformed_key_is_a_configuration_error(tmp_path: Path) -> None:
     for bad in ("not-a-key", KEY_A[:-2], f"{KEY_A},short", KEY_A.replace("-", "+").replace("_", "/") + "x"):
         with pytest.raises(ConfigError) as error:

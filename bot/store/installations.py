@@ -60,20 +60,17 @@ class InstallationsMixin(StoreBase):
             db.execute("DELETE FROM installations WHERE key = ?", [_installation_key(team_id, enterprise_id)])
 
     def issue_oauth_state(self, state: str, expires_at: datetime, *, cap: int = OAUTH_STATE_CAP,
-                          now: datetime | None = None) -> None:
-        """Keep a new OAuth state until `expires_at`. Expired states are deleted first, and when `cap` live
-        states are kept the oldest go, so the table never holds more than `cap` rows."""
+                          now: datetime | None = None) -> bool:
+        """Keep a new OAuth state until `expires_at`, after deleting the expired ones. When `cap` live states
+        are kept already, none is added (False): a flood of /slack/install requests can delay a new install,
+        never push out one in progress, and never grow the table."""
         with self._write() as db:
             db.execute("DELETE FROM oauth_states WHERE expires_at <= ?", [_fine(now or utcnow())])
-            excess = int(db.one("SELECT count(*) FROM oauth_states")[0]) - (max(cap, 1) - 1)
-            if excess > 0:
-                db.execute(
-                    "DELETE FROM oauth_states WHERE state IN "
-                    "(SELECT state FROM oauth_states ORDER BY expires_at, state LIMIT ?)",
-                    [excess],
-                )
+            if int(db.one("SELECT count(*) FROM oauth_states")[0]) >= max(cap, 1):
+                return False
             db.execute("INSERT INTO oauth_states (state, expires_at) VALUES (?, ?)",
                        [state, _fine(expires_at)])
+            return True
 
     def consume_oauth_state(self, state: str, now: datetime | None = None) -> bool:
         """True once for a state issued and not expired; the state is deleted either way."""

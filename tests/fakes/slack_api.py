@@ -20,7 +20,8 @@ lists what each call carried), chat.update (a bot message's text, blocks, metada
 (kept in `ephemerals`), chat.unfurl (kept in `unfurls`: channel and ts, or unfurl_id and source, are
 required, as is an `unfurls` object). `feedback_click(...)` builds the block_actions payload of a feedback
 button. Add more with
-`slack.handlers["views.publish"] = fn` (fn(call) -> the JSON answer); every request, handled or not, is in
+`slack.handlers["views.publish"] = fn` (fn(call) -> the JSON answer); a post is by BOT_USER/BOT_ID (what
+auth.test says), or by the bot `slack.bots[token]` names; every request, handled or not, is in
 `slack.calls`. Faults are scripted per method and channel: an HTTP status (429 with Retry-After, 500...),
 an `{"ok": false, "error": ...}` answer, a delay, or a dropped connection. `latency` delays every answer after
 the call has taken effect (a message is in the channel before its post returns), as a slow Slack would.
@@ -105,6 +106,7 @@ class FakeSlack(Loopback):
         self.users: dict[str, dict[str, Any]] = {}
         self.members: dict[str, set[str]] = {}  # channel id -> the people in it (users.conversations)
         self.unfurls: list[dict[str, Any]] = []  # what chat.unfurl was given, in order
+        self.bots: dict[str, tuple[str, str]] = {}  # token -> (bot user, bot id) of its posts
         self.handlers: dict[str, Handler] = {
             "auth.test": self._auth_test,
             "chat.postMessage": self._post_message,
@@ -237,7 +239,8 @@ class FakeSlack(Loopback):
         with self._cond:
             message = {
                 "type": "message", "ts": self._next_ts(), "channel": channel,
-                "user": BOT_USER, "bot_id": BOT_ID,
+                "user": self.bots.get(call.token or "", (BOT_USER, BOT_ID))[0],
+                "bot_id": self.bots.get(call.token or "", (BOT_USER, BOT_ID))[1],
                 "text": call.params.get("text", ""), "blocks": call.params.get("blocks"),
                 "metadata": call.params.get("metadata"), "params": dict(call.params), "posted_by_bot": True,
             }
@@ -309,8 +312,9 @@ class FakeSlack(Loopback):
         if not channel or not thread_ts:
             return {"ok": False, "error": "invalid_arguments"}
         with self._cond:
-            message = {"type": "message", "ts": self._next_ts(), "channel": channel, "user": BOT_USER,
-                       "bot_id": BOT_ID, "thread_ts": thread_ts, "text": "", "markdown": "", "stopped": False,
+            user, bot_id = self.bots.get(call.token or "", (BOT_USER, BOT_ID))
+            message = {"type": "message", "ts": self._next_ts(), "channel": channel, "user": user,
+                       "bot_id": bot_id, "thread_ts": thread_ts, "text": "", "markdown": "", "stopped": False,
                        "stream_chunks": [], "blocks": None, "metadata": None, "params": dict(call.params),
                        "posted_by_bot": True}
             self.messages.setdefault(channel, []).append(message)

@@ -8,7 +8,8 @@ workspace each token belongs to.
     workspaces.token_of("T0A")                        # the bot token it handed out
 
 The client id and secret must come as HTTP Basic auth (as slack_sdk sends them); a code is good once; a
-refresh token is good once and replaced by a new one; tokens revoked with `revoke(team)` fail auth.test.
+refresh token is good once and replaced by a new one; tokens revoked with `revoke(team)` (or auth.revoke)
+fail auth.test. `code_for(org, org_wide=True)` is an Enterprise Grid org-wide install.
 """
 
 from __future__ import annotations
@@ -36,18 +37,23 @@ class SlackWorkspaces:
         self.refresh_tokens: dict[str, str] = {}  # refresh token -> team (each good once)
         self.latest: dict[str, str] = {}  # team -> the newest bot token handed out
         self.refreshes: list[str] = []  # teams whose token was refreshed, in order
+        self.org_codes: set[str] = set()  # codes of org-wide installs (code_for(..., org_wide=True))
         self._serial = itertools.count(1)
         self._lock = threading.Lock()
         slack.handlers["oauth.v2.access"] = self._access
         slack.handlers["auth.test"] = self._auth_test
+        slack.handlers["auth.revoke"] = self._auth_revoke
 
     # scripting ----------------------------------------------------------------------------------------
 
-    def code_for(self, team_id: str, *, expires_in: int | None = None) -> str:
-        """A one-time code for installing into `team_id`; with `expires_in`, the token rotates."""
+    def code_for(self, team_id: str, *, expires_in: int | None = None, org_wide: bool = False) -> str:
+        """A one-time code for installing into `team_id`; with `expires_in`, the token rotates; `org_wide`:
+        an Enterprise Grid org-wide install, `team_id` being the enterprise's id (no team)."""
         with self._lock:
             code = f"code-{team_id}-{next(self._serial)}"
             self.codes[code] = (team_id, expires_in)
+            if org_wide:
+                self.org_codes.add(code)
             return code
 
     def issue(self, team_id: str, *, rotating: bool = False) -> tuple[str, str | None]:
@@ -84,10 +90,16 @@ class SlackWorkspaces:
             return {"ok": False, "error": "invalid_client_id"}
         if call.params.get("grant_type") == "refresh_token":
             return self._refresh(str(call.params.get("refresh_token") or ""))
+        code = str(call.params.get("code") or "")
         with self._lock:
-            team_id, expires_in = self.codes.pop(str(call.params.get("code") or ""), (None, None))
+            team_id, expires_in = self.codes.pop(code, (None, None))
         if team_id is None:
             return {"ok": False, "error": "invalid_code"}
+        if code in self.org_codes:
+            return {"ok": True, "app_id": APP_ID, "authed_user": {"id": INSTALLER}, "scope": SCOPES,
+                    "token_type": "bot", "access_token": self._new_token(team_id),
+                    "bot_user_id": f"UBOT{team_id}", "team": None,
+                    "enterprise": {"id": team_id, "name": f"Org {team_id}"}, "is_enterprise_install": True}
         answer: dict[str, Any] = {
             "ok": True, "app_id": APP_ID, "authed_user": {"id": INSTALLER}, "scope": SCOPES,
             "token_type": "bot", "access_token": self._new_token(team_id), "bot_user_id": f"UBOT{team_id}",
@@ -116,10 +128,18 @@ class SlackWorkspaces:
                 "user": "mlresearch", "team_id": team_id, "user_id": f"UBOT{team_id}",
                 "bot_id": f"B{team_id}", "is_enterprise_install": False}
 
+    def _auth_revoke(self, call: Call) -> dict[str, Any]:
+        with self._lock:
+            team_id = self.tokens.pop(call.token or "", None)
+        if team_id is None:
+            return {"ok": False, "error": "invalid_auth"}
+        return {"ok": True, "revoked": True}
+
     def _new_token(self, team_id: str) -> str:
         with self._lock:
             token = f"xoxb-{team_id}-{next(self._serial)}-secret"
             self.tokens[token] = team_id
+            self.slack.bots[token] = (f"UBOT{team_id}", f"B{team_id}")  # its posts: as auth.test says
             self.latest[team_id] = token
             return token
 

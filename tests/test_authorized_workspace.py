@@ -1,0 +1,94 @@
+"""Every read and write of a request is keyed by the workspace Bolt authorized it for (`context.team_id`:
+for an event, its `authorizations`), never by the body's `team_id`, which in a Slack Connect channel can
+name another workspace. The serve Router and the Bolt app run in process over signed requests; both
+stores."""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+from slack_bolt.adapter.wsgi import SlackRequestHandler
+
+from bot.app import build_app
+from bot.config import Settings
+from bot.server import EVENTS_PATH, Router
+from bot.store import Store
+from tests.fakes.slack_api import FakeSlack
+from tests.fakes.slack_sender import APP_ID, SECRET, TOKEN, signed_headers
+
+OURS, OTHER = "T0OURS", "T0OTHER"  # the workspace the bot is authorized in; the one a shared channel names
+SHARED = "C0SHARED"  # a Slack Connect channel both workspaces have subscribed
+
+
+@pytest.fixture
+def app(store: Store, slack_api: FakeSlack) -> Iterator[Router]:
+    slack_api.handlers["views.publish"] = lambda call: {"ok": True, "view": {"id": "V0HOME"}}
+    settings = Settings(slack_bot_token=TOKEN, slack_signing_secret=SECRET, slack_api_url=slack_api.url)
+    with ThreadPoolExecutor(max_workers=2) as executor:
+        bolt = build_app(settings, store, executor=executor)
+        yield Router(SlackRequestHandler(bolt, path=EVENTS_PATH), store, None, SECRET)
+
+
+def post_event(app: Router, event: dict[str, Any]) -> int:
+    """An event as Slack sends it from a shared channel: `team_id` the other workspace, authorized in ours."""
+    body = json.dumps({
+        "token": "unused", "team_id": OTHER, "api_app_id": APP_ID, "type": "event_callback", "event": event,
+        "event_id": f"Ev{time.monotonic_ns()}", "event_time": int(time.time()),
+        "authorizations": [{"team_id": OURS, "user_id": "UFAKEBOT", "is_bot": True}],
+    }).encode()
+    headers = signed_headers(body, "application/json")
+    environ = {"REQUEST_METHOD": "POST", "PATH_INFO": EVENTS_PATH, "QUERY_STRING": "",
+               "CONTENT_TYPE": "application/json", "CONTENT_LENGTH": str(len(body)),
+               "HTTP_X_SLACK_REQUEST_TIMESTAMP": headers["X-Slack-Request-Timestamp"],
+               "HTTP_X_SLACK_SIGNATURE": headers["X-Slack-Signature"], "REMOTE_ADDR": "127.0.0.1",
+               "SERVER_NAME": "bot.test", "SERVER_PORT": "443", "SERVER_PROTOCOL": "HTTP/1.1",
+               "wsgi.url_scheme": "https", "wsgi.input": io.BytesIO(body)}
+    status: list[int] = []
+    b"".join(app(environ, lambda line, headers, exc_info=None: status.append(int(line.split()[0]))))
+    return status[0]
+
+
+def subscribed(store: Store) -> set[str]:
+    return {s.team_id for s in store.subscriptions() if s.channel_id == SHARED and not s.paused}
+
+
+@pytest.fixture
+def both(store: Store) -> Store:
+    store.subscribe(OURS, SHARED, "U0A", ["ours-keyword"])
+    store.subscribe(OTHER, SHARED, "U0B", ["other-secret"])
+    return store
+
+
+@pytest.mark.parametrize("event", [
+    {"type": "channel_deleted", "channel": SHARED},
+    {"type": "channel_archived", "channel": SHARED, "user": "U0A"},
+    {"type": "channel_left", "channel": SHARED},
+])
+def test_a_channel_event_changes_the_authorized_workspace_only(
+    event: dict[str, Any], app: Router, both: Store
+) -> None:
+    assert post_event(app, event) == 200
+    assert subscribed(both) == {OTHER}
+
+
+def test_an_uninstall_forgets_the_authorized_workspace_only(app: Router, both: Store) -> None:
+    assert post_event(app, {"type": "tokens_revoked", "tokens": {"bot": ["UFAKEBOT"], "oauth": []}}) == 200
+    assert subscribed(both) == {OTHER}
+
+
+def test_the_app_home_is_built_for_the_authorized_workspace(
+    app: Router, both: Store, slack_api: FakeSlack
+) -> None:
+    slack_api.members = {SHARED: {"U0A"}}
+    event = {"type": "app_home_opened", "user": "U0A", "channel": "D0A", "tab": "home", "event_ts": "1.1"}
+    assert post_event(app, event) == 200
+    assert slack_api.wait_for(lambda s: bool(s.calls_to("views.publish")), timeout=20)
+    view = json.dumps(slack_api.calls_to("views.publish")[0].params["view"])
+    assert "ours-keyword" in view and "other-secret" not in view
+    assert {c.token for c in slack_api.calls} == {TOKEN}
