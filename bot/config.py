@@ -27,6 +27,7 @@ DEFAULT_SLACK_SCOPES = ("commands", "chat:write", "app_mentions:read", "im:histo
                         "groups:read", "users:read")
 
 DEFAULT_BURST_THRESHOLD = 5
+DEFAULT_WORKER_LEASE = 30
 
 LOG_LEVELS = ("CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG")
 
@@ -56,6 +57,9 @@ class Settings:
     # BURST_THRESHOLD: more new items than this for one channel in one poll are posted as one message with
     # the items in its thread
     burst_threshold: int = DEFAULT_BURST_THRESHOLD
+    # WORKER_LEASE: seconds a worker's channel claims outlive it (a SIGKILLed dyno); then another worker
+    # reconciles and posts them (bot.worker)
+    worker_lease: int = DEFAULT_WORKER_LEASE
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Settings:
@@ -126,6 +130,8 @@ class Settings:
             token_encryption_keys=_fernet_keys(get("TOKEN_ENCRYPTION_KEY")),
             burst_threshold=_int(get("BURST_THRESHOLD"), "BURST_THRESHOLD", DEFAULT_BURST_THRESHOLD,
                                  minimum=1),
+            worker_lease=_int(get("WORKER_LEASE"), "WORKER_LEASE", DEFAULT_WORKER_LEASE, minimum=5,
+                              maximum=3600),
         )
 
     @property

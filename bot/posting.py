@@ -15,7 +15,9 @@ cannot_dm_bot...) is `Unreachable`; without im:write the message goes to the use
 cannot be reconciled. Slack errors, by kind:
 
     429                          slack_sdk waits Retry-After and retries; if it persists, the row goes back
-                                 to pending and the channel waits for the next poll (`Defer`)
+                                 to pending and the channel waits for the next poll (`Defer`). A worker
+                                 (bot.worker) instead holds the whole workspace for Retry-After, for every
+                                 worker, and defers at once (`Posting.hold`, `bot.slackweb.posting_client`)
     5xx, internal_error,         the post's fate is unknown: back off, reconcile, post again (a few times);
       a broken connection        still unknown: the row stays `posting` and is reconciled at the next poll
     channel_not_found,           the subscription is paused with the reason (`Paused`); others go on
@@ -146,6 +148,8 @@ class Posting:
     backoff: float
     max_attempts: int
     clock: Callable[[], float]
+    # team -> the clock time before which nothing is posted to it (a 429 another worker saw), or None
+    hold: Callable[[str], float | None] | None = None
 
     def deliver(self, store: Store, ch: Channel, job: Job) -> Step:
         """Post one job exactly once: its ts; None when it is settled as failed; raises to stop the
@@ -166,10 +170,15 @@ class Posting:
             if attempts >= self.max_attempts:
                 fail(store, ch, job, f"gave_up after {attempts} attempts: {last_error}")
                 return None
+            yield from self._wait_turn(ch)  # pacing and holds before the claim: a stop here leaves it pending
             if not _claim(store, job, state):
                 raise Defer  # changed under us (unsubscribed, paused): leave the channel alone
             state, attempts, claimed_at = "posting", attempts + 1, utcnow()
-            ts, code, status = yield from self._attempt(ch, job)
+            try:
+                ts, code, status = yield from self._attempt(ch, job)
+            except GeneratorExit:  # closed (a worker stopping) at a wait before a post: nothing was sent
+                _release(store, job, "stopped before posting")
+                raise
             if ts is not None:
                 _settle_sent(store, job, ts)
                 return ts
@@ -222,20 +231,24 @@ class Posting:
         if status == 429 or code in NOT_SENT_ERRORS:
             log.warning("event=delivery_deferred channel=%s item=%s error=%s",
                         ch.channel_id, job.label, code)
-            if job.batch is not None:
-                store.release_batch(job.batch.id, code)
-            else:
-                assert job.row is not None
-                store.release(job.row.id, code)
+            _release(store, job, code)
             raise Defer
         fail(store, ch, job, code)
         return None
 
+    def _wait_turn(self, ch: Channel) -> Step:
+        """Wait until the channel may be posted to: `pace` after its last post, and after any hold on its
+        workspace."""
+        while True:
+            due = ch.last_post + self.pace if ch.last_post is not None else 0.0
+            held = self.hold(ch.team_id) if self.hold is not None else None
+            due = max(due, held or 0.0)
+            if due <= self.clock():
+                return
+            yield due
+
     def _post(self, ch: Channel, message: dict[str, Any]) -> Step:
-        if ch.last_post is not None:
-            due = ch.last_post + self.pace
-            if due > self.clock():
-                yield due
+        yield from self._wait_turn(ch)
         ch.last_post = self.clock()
         response = ch.poster.chat_postMessage(channel=ch.channel_id, **message)
         return str(response["ts"])
@@ -311,6 +324,14 @@ def _claim(store: Store, job: Job, state: str) -> bool:
         return store.claim_batch(job.batch.id, expected_state=state)
     assert job.row is not None
     return store.claim(job.row.id, expected_state=state)
+
+
+def _release(store: Store, job: Job, reason: str) -> None:
+    if job.batch is not None:
+        store.release_batch(job.batch.id, reason)
+    else:
+        assert job.row is not None
+        store.release(job.row.id, reason)
 
 
 def _settle_sent(store: Store, job: Job, ts: str) -> None:

@@ -40,6 +40,7 @@ MIGRATIONS = (
     "m012_follows_saved",
     "m013_answered_events",
     "m014_item_vectors",
+    "m019_workers",
 )
 # A merge_index that adds or enriches this many items is followed by _after_bulk_merge.
 BULK_MERGE = 200
@@ -93,9 +94,10 @@ class StoreBase:
     def close(self) -> None:
         """Release idle connections (the store stays usable: units of work open their own)."""
 
-    def poll_lock(self, timeout: float = 0) -> AbstractContextManager[None]:
+    def poll_lock(self, timeout: float = 0, *, name: str = "poll") -> AbstractContextManager[None]:
         """Held by the one process that polls and delivers; released if that process dies. Raises
-        LockTimeout when another holds it for longer than `timeout` seconds."""
+        LockTimeout when another holds it for longer than `timeout` seconds. Another `name` is another lock
+        of the same kind (workers post digests under "digest")."""
         raise NotImplementedError
 
     def _open(self, readonly: bool) -> Conn:
