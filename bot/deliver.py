@@ -248,8 +248,9 @@ class Deliverer:
         wait (pacing between its posts, backoff, a workspace's hold), and the thread serves whichever channel
         is due first, so a burst's many posts to one channel never hold a thread while it waits its turn.
 
-        A worker passes `more` (called by one thread at a time whenever no step is due: the next channels'
-        steps, claimed; after an empty answer it is asked again `refill_wait` seconds later), `done` (told
+        A worker passes `more` (called by a thread of its own whenever fewer steps than the pool are due: the
+        next channels' steps, claimed; after an empty answer it is asked again `refill_wait` seconds later,
+        and the run ends once nothing is left and `more` had nothing), `done` (told
         each channel whose step ended, to release it) and `stop` (once set, no step goes on: each is closed
         at its next wait, which leaves its row pending or, with its fate unknown, `posting`). Returns when no
         step is left and `more` has nothing, or once stopped."""
@@ -261,8 +262,11 @@ class Deliverer:
         heapq.heapify(heap)
         cond = threading.Condition()
         busy = 0
-        refilling = False
+        finished = False  # (with `more`) nothing is left and `more` had nothing more
         dry_until = 0.0
+
+        def stopped() -> bool:
+            return stop is not None and stop.is_set()
 
         def finish(key: tuple[str, str], step: Step | None) -> None:
             if step is not None:
@@ -273,17 +277,45 @@ class Deliverer:
             if done is not None:
                 done(key)
 
+        def feed() -> None:
+            """With `more`: keep at least a pool's worth of steps due, asking `more` for the next ones."""
+            nonlocal finished, dry_until
+            assert more is not None
+            while True:
+                with cond:
+                    while True:
+                        now = self.clock()
+                        if stopped() or (now < dry_until and not heap and not busy):
+                            finished = True
+                            cond.notify_all()
+                            return
+                        if now >= dry_until and sum(1 for entry in heap if entry[0] <= now) < self.pool_size:
+                            break
+                        cond.wait(dry_until - now if now < dry_until else None)
+                fresh: dict[tuple[str, str], Step] = {}
+                try:
+                    fresh = more()
+                except Exception:  # noqa: BLE001 - a failed claim is tried again after refill_wait
+                    log.exception("event=claim_failed")
+                with cond:
+                    now = self.clock()
+                    if not fresh:
+                        dry_until = now + self.refill_wait
+                    for key, step in fresh.items():
+                        heapq.heappush(heap, (now, next(order), key, step))
+                    cond.notify_all()
+
         def work() -> None:
-            nonlocal busy, refilling, dry_until
+            nonlocal busy
             while True:
                 task: tuple[float, int, tuple[str, str], Step] | None = None
                 closing: list[tuple[float, int, tuple[str, str], Step]] = []
-                refill = False
                 with cond:
                     while True:
-                        if stop is not None and stop.is_set():
+                        if stopped():
                             closing, heap[:] = heap[:], []
                             if not closing:
+                                cond.notify_all()
                                 return
                             break
                         now = self.clock()
@@ -291,34 +323,12 @@ class Deliverer:
                             task = heapq.heappop(heap)
                             busy += 1
                             break
-                        if more is not None and not refilling and now >= dry_until:
-                            refilling = refill = True
-                            break
-                        if not heap and not busy and not refilling:
+                        if not heap and not busy and (more is None or finished):
                             cond.notify_all()
                             return
-                        waits = [heap[0][0] - now] if heap else []
-                        if more is not None and not refilling:
-                            waits.append(dry_until - now)
-                        cond.wait(min(waits) if waits else None)
+                        cond.wait(heap[0][0] - now if heap else None)
                 for _, _, key, step in closing:
                     finish(key, step)
-                if refill:
-                    fresh: dict[tuple[str, str], Step] = {}
-                    try:
-                        assert more is not None
-                        fresh = more()
-                    except Exception:  # noqa: BLE001 - a failed claim is retried after refill_wait
-                        log.exception("event=claim_failed")
-                    with cond:
-                        refilling = False
-                        now = self.clock()
-                        if not fresh:
-                            dry_until = now + self.refill_wait
-                        for key, step in fresh.items():
-                            heapq.heappush(heap, (now, next(order), key, step))
-                        cond.notify_all()
-                    continue
                 if task is None:
                     continue
                 _, n, key, step = task
@@ -329,7 +339,7 @@ class Deliverer:
                     pass
                 except Exception:  # noqa: BLE001 - one channel's crash must not stop the others
                     log.exception("event=delivery_crashed team=%s channel=%s", key[0], key[1])
-                if again is not None and stop is not None and stop.is_set():
+                if again is not None and stopped():
                     finish(key, step)
                     again = None
                 elif again is None and done is not None:
@@ -341,8 +351,11 @@ class Deliverer:
                     cond.notify_all()
 
         workers = max(1, self.pool_size if more is not None else min(self.pool_size, len(steps)))
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="deliver") as pool:
-            for future in [pool.submit(work) for _ in range(workers)]:
+        with ThreadPoolExecutor(max_workers=workers + 1, thread_name_prefix="deliver") as pool:
+            futures = [pool.submit(work) for _ in range(workers)]
+            if more is not None:
+                futures.append(pool.submit(feed))
+            for future in futures:
                 future.result()
 
     # one channel ------------------------------------------------------------------------------------

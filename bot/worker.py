@@ -49,7 +49,7 @@ DEFAULT_LEASE = 30  # seconds a dead worker's channels stay claimed (WORKER_LEAS
 HOLDS_EVERY = 0.5  # seconds between two reads of the workspaces' holds
 DISCOVER_EVERY = 2.0  # seconds between two looks for channels with new open rows
 DIGEST_EVERY = 10.0  # seconds between two looks for due digests
-IDLE_WAIT = 1.0  # seconds a worker with nothing to claim waits before it looks again
+IDLE_WAIT = 0.5  # seconds a worker with nothing to claim waits before it looks again
 
 Deliver = Callable[[Store], DeliveryReport]
 
@@ -88,7 +88,7 @@ class Worker:
     lease: float = DEFAULT_LEASE
     register: bool = True
     worker_id: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}")
-    chunk: int = 0  # channels claimed at a time (0: twice the pool)
+    chunk: int = 0  # channels claimed at a time (0: four times the pool)
     max_held: int = 512  # channels held at once
     _holds: dict[str, float] = field(default_factory=dict, init=False)
     _holds_read: float = field(default=0.0, init=False)
@@ -152,7 +152,7 @@ class Worker:
                     session.discover_channels(LOCAL_TEAM_ID)
                 self._read_holds(force=False)
                 with self._lock:
-                    room = min(self.chunk or 2 * self.deliverer.pool_size, self.max_held - len(held))
+                    room = min(self.chunk or 4 * self.deliverer.pool_size, self.max_held - len(held))
                 if room <= 0:
                     return {}
                 claimed = session.claim_channels(self.worker_id, room, now=time.time(), lease=self.lease)

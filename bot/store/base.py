@@ -167,6 +167,13 @@ class StoreBase:
                 raise
             db.execute("COMMIT")
 
+    def _row_write(self) -> AbstractContextManager[Conn]:
+        """A unit of work of ONE statement that changes rows on its own terms (claiming or settling a ledger
+        row: `UPDATE ... WHERE id = ? AND state = ?`): SQLite runs it as any write; PostgreSQL as the
+        statement alone (autocommit), without the writers' turn, since its row locks already make it
+        atomic, so workers claiming and settling never queue behind one another or behind an ingest."""
+        return self._write()
+
     @contextmanager
     def session(self) -> Iterator[Self]:
         """A view of this store whose units of work share one connection until the block ends, handed

@@ -24,7 +24,7 @@ import selectors
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, suppress
 from typing import Any
 
 import psycopg
@@ -407,18 +407,8 @@ class PostgresStore(Store):
         with self.connect(readonly=True) as db:
             return _identity(db)
 
-    @contextmanager
-    def _claim_tx(self) -> Iterator[Conn]:
-        """A transaction over claim rows that takes no turn among the store's writers: their row locks (and
-        SKIP LOCKED) order the claimers, so settling and claiming never queue behind one another."""
-        with self.connect() as db:
-            db.execute("BEGIN")
-            try:
-                yield db
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
+    def _row_write(self) -> AbstractContextManager[Conn]:
+        return self.connect()  # autocommit: the one statement is its own transaction
 
     def applied_migrations(self) -> list[str]:
         with self.connect(readonly=True) as db:

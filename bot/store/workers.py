@@ -22,12 +22,10 @@ The claim side of the ledger lives here; queuing rows (the write side) does not.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from contextlib import AbstractContextManager
 from typing import Any
 
 from bot.models import Delivery
 from bot.store.base import StoreBase
-from bot.store.conn import Conn
 from bot.store.models import row_delivery
 
 # m019_workers (both backends); {float} is the backend's double-precision type.
@@ -45,11 +43,11 @@ IDENTITY_KEY = "database_identity"  # meta: the identity `migrate` recorded (see
 OPEN = "state IN ('pending', 'posting')"
 
 
-def _keys(keys: Iterable[tuple[str, str]]) -> tuple[str, list[str]]:
-    """A `(team_id, channel_id) IN (...)` clause (as OR of pairs: both backends) and its parameters."""
+def _keys(keys: Iterable[tuple[str, str]], column: str = "channel_id") -> tuple[str, list[str]]:
+    """A `(team_id, channel_id) IN (VALUES ...)` clause and its parameters (both backends)."""
     pairs = list(keys)
-    clause = " OR ".join(["(team_id = ? AND channel_id = ?)"] * len(pairs)) or "1 = 0"
-    return f"({clause})", [v for pair in pairs for v in pair]
+    values = ", ".join(["(?, ?)"] * len(pairs))
+    return f"(team_id, {column}) IN (VALUES {values})", [v for pair in pairs for v in pair]
 
 
 class WorkersMixin(StoreBase):
@@ -95,9 +93,11 @@ class WorkersMixin(StoreBase):
     def claim_channels(self, worker_id: str, limit: int, *, now: float, lease: float) -> list[tuple[str, str, float | None]]:
         """Claim up to `limit` channels that have open deliveries, are held by no live lease and whose
         workspace is not on hold: (team_id, channel_id, last post time or None) of each. Exactly one worker
-        gets a channel; on PostgreSQL a channel another is claiming right now is skipped, not waited for."""
+        gets a channel; on PostgreSQL a channel another is claiming right now is skipped, not waited for. In
+        no particular order (the order claim rows were made: channels of many workspaces mixed), so the scan
+        stops at `limit` however many channels are waiting."""
         skip = " FOR UPDATE SKIP LOCKED" if self.backend == "postgres" else ""
-        with self._claim_tx() as db:
+        with self._row_write() as db:
             rows = db.rows(
                 "UPDATE channel_claims SET worker_id = ?, lease_until = ? WHERE (team_id, channel_id) IN ("
                 "SELECT c.team_id, c.channel_id FROM channel_claims c "
@@ -105,7 +105,7 @@ class WorkersMixin(StoreBase):
                 "AND NOT EXISTS (SELECT 1 FROM workspace_holds h WHERE h.team_id = c.team_id AND h.until > ?) "
                 "AND EXISTS (SELECT 1 FROM deliveries d WHERE d.team_id = c.team_id "
                 f"AND d.channel_id = c.channel_id AND d.{OPEN}) "
-                f"ORDER BY c.channel_id, c.team_id LIMIT ?{skip}) "
+                f"LIMIT ?{skip}) "
                 "RETURNING team_id, channel_id, last_post",
                 [worker_id, now + lease, now, now, limit],
             )
@@ -113,7 +113,7 @@ class WorkersMixin(StoreBase):
 
     def renew_claims(self, worker_id: str, *, now: float, lease: float) -> set[tuple[str, str]]:
         """Extend the leases `worker_id` still holds; returns the channels it holds."""
-        with self._claim_tx() as db:
+        with self._row_write() as db:
             rows = db.rows(
                 "UPDATE channel_claims SET lease_until = ? WHERE worker_id = ? RETURNING team_id, channel_id",
                 [now + lease, worker_id],
@@ -122,7 +122,7 @@ class WorkersMixin(StoreBase):
 
     def release_channel(self, worker_id: str, team_id: str, channel_id: str, last_post: float | None) -> None:
         """Give a channel back (when it still is `worker_id`'s), keeping the time of its last post."""
-        with self._claim_tx() as db:
+        with self._row_write() as db:
             db.execute(
                 "UPDATE channel_claims SET worker_id = NULL, lease_until = NULL, "
                 "last_post = COALESCE(?, last_post) WHERE team_id = ? AND channel_id = ? AND worker_id = ?",
@@ -131,7 +131,7 @@ class WorkersMixin(StoreBase):
 
     def release_all(self, worker_id: str) -> int:
         """Give back every channel `worker_id` holds (it is stopping)."""
-        with self._claim_tx() as db:
+        with self._row_write() as db:
             return int(db.execute(
                 "UPDATE channel_claims SET worker_id = NULL, lease_until = NULL WHERE worker_id = ?",
                 [worker_id],
@@ -163,8 +163,8 @@ class WorkersMixin(StoreBase):
                 params,
             )
             people = db.rows(
-                "SELECT DISTINCT team_id, user_id AS channel_id FROM follows WHERE "
-                + clause.replace("channel_id", "user_id"), params,
+                f"SELECT DISTINCT team_id, user_id AS channel_id FROM follows WHERE {_keys(keys, 'user_id')[0]}",
+                params,
             )
         return {(r["team_id"], r["channel_id"]) for r in [*subs, *people]}
 
@@ -172,7 +172,7 @@ class WorkersMixin(StoreBase):
 
     def hold_workspace(self, team_id: str, until: float) -> None:
         """No worker posts to `team_id` before `until` (a later hold wins)."""
-        with self._claim_tx() as db:
+        with self._row_write() as db:
             db.execute(
                 "INSERT INTO workspace_holds (team_id, until) VALUES (?, ?) ON CONFLICT (team_id) DO UPDATE "
                 "SET until = excluded.until WHERE workspace_holds.until < excluded.until",
@@ -184,9 +184,3 @@ class WorkersMixin(StoreBase):
         with self.connect() as db:
             rows = db.rows("SELECT team_id, until FROM workspace_holds WHERE until > ?", [now])
         return {r["team_id"]: float(r["until"]) for r in rows}
-
-    def _claim_tx(self) -> AbstractContextManager[Conn]:
-        """A short transaction over claim rows. On PostgreSQL it takes no turn among the store's writers
-        (its row locks order claimers); SQLite's BEGIN IMMEDIATE serializes it as any write."""
-        return self._write()
-
