@@ -85,6 +85,10 @@ def serve_slack(latency: float, limit: int, conn: Connection) -> None:
         slack.faults.append(fault)
         conn.send(slack.url)
         while (what := conn.recv()) != "stop":
+            if what == "cpu":
+                times = os.times()
+                conn.send(times.user + times.system)
+                continue
             if what == "reset":
                 with slack._cond:
                     slack.calls.clear()
@@ -124,6 +128,7 @@ class Result:
     missing: int
     limited: int
     violations: int
+    cpu: dict[str, float]
 
 
 def schema_url(base: str) -> tuple[str, str]:
@@ -141,7 +146,8 @@ def drop_schema(base: str, schema: str) -> None:
 
 def channel_ids(count: int, workspaces: int, rng: random.Random) -> list[str]:
     """Slack-like channel IDs (random, so claims by ID spread over workspaces); the workspace in the tail."""
-    return [f"C{rng.getrandbits(24):06X}{n % workspaces:03d}{n // workspaces % 100:02d}" for n in range(count)]
+    return [f"C{rng.getrandbits(24):06X}{n % workspaces:03d}{n // workspaces % 100:02d}"
+            for n in range(count)]
 
 
 def run_case(args: argparse.Namespace, slack: Connection, slack_url: str, case: str, channels: list[str],
@@ -155,7 +161,8 @@ def run_case(args: argparse.Namespace, slack: Connection, slack_url: str, case: 
         for channel in channels:
             store.subscribe(team_of(channel), channel, "U1")
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "DATABASE_URL"))}
-        env.update(DATABASE_URL=url, SLACK_BOT_TOKEN="xoxb-bench", SLACK_API_URL=slack_url, LOG_LEVEL="WARNING",
+        env.update(DATABASE_URL=url, SLACK_BOT_TOKEN="xoxb-bench", SLACK_API_URL=slack_url,
+                   LOG_LEVEL="WARNING",
                    BURST_THRESHOLD=str(DEFAULT_BURST_THRESHOLD), WORKER_LEASE=str(args.lease),
                    FEED_URL=FEED)
         slack.send("reset")
@@ -172,9 +179,14 @@ def run_case(args: argparse.Namespace, slack: Connection, slack_url: str, case: 
                     published=datetime.now(UTC), kind="research") for n, link in enumerate(links)]
         per_channel = items + 1 if items > DEFAULT_BURST_THRESHOLD else items
         expected = len(channels) * per_channel
+        slack.send("cpu")
+        slack_cpu = slack.recv()
+        pg_cpu = postgres_cpu()
+        worker_cpu = sum(process_cpu(proc.pid) for proc in procs)
         started = time.perf_counter()
         store.ingest(FEED, [*known, *new], Validators())
         victim = procs[0] if kill else None
+        victim_cpu = 0.0
         messages = limited = violations = 0
         counts: dict[Any, int] = {}
         bursts: dict[str, int] = {}
@@ -183,6 +195,7 @@ def run_case(args: argparse.Namespace, slack: Connection, slack_url: str, case: 
             slack.send("counts")
             counts, bursts, messages, limited, violations = slack.recv()
             if victim is not None and messages >= 0.4 * expected:
+                victim_cpu = process_cpu(victim.pid)
                 victim.send_signal(signal.SIGKILL)
                 victim.wait()
                 victim = None
@@ -190,6 +203,10 @@ def run_case(args: argparse.Namespace, slack: Connection, slack_url: str, case: 
                 break
             time.sleep(0.05)
         elapsed = time.perf_counter() - started
+        slack.send("cpu")
+        slack_cpu = slack.recv() - slack_cpu
+        pg_cpu = postgres_cpu() - pg_cpu
+        worker_cpu = sum(process_cpu(p.pid) for p in procs if p.poll() is None) - worker_cpu + victim_cpu
         time.sleep(1.0)  # anything posted twice would show now
         slack.send("counts")
         counts, bursts, messages, limited, violations = slack.recv()
@@ -209,8 +226,32 @@ def run_case(args: argparse.Namespace, slack: Connection, slack_url: str, case: 
     by_pace = (per_channel - 1) * 1.0
     per_workspace = Counter(team_of(c) for c in channels).most_common(1)[0][1] * per_channel
     by_limit = per_workspace / args.workspace_limit
+    cpu = {"workers": worker_cpu, "slack": slack_cpu, "postgres": pg_cpu}
     return Result(case, workers, kill, messages, expected, elapsed, max(by_calls, by_pace, by_limit),
-                  duplicates, missing, limited, violations)
+                  duplicates, missing, limited, violations, cpu)
+
+
+def process_cpu(pid: int) -> float:
+    """CPU seconds a process has used so far (0 once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def postgres_cpu() -> float:
+    """CPU seconds used so far by every postgres process on this machine (other users' sessions too)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and (entry / "comm").read_text().strip() in ("postgres", "postmaster"):
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                total += (int(fields[11]) + int(fields[12])) / tick
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
 
 
 def main() -> None:
@@ -260,14 +301,20 @@ def print_row(r: Result, results: list[Result]) -> None:
     global HEADER
     if not HEADER:
         print(f"{'case':<9} {'workers':>7} {'messages':>9} {'elapsed':>9} {'ideal':>8} {'ratio':>6} "
-              f"{'vs 1':>6} {'dup':>4} {'miss':>5} {'429s':>5} {'pace<0.9s':>9}")
+              f"{'vs 1':>6} {'dup':>4} {'miss':>5} {'429s':>5} {'pace<0.9s':>9}  CPU ms/message: workers, "
+              "Slack stand-in, postgres (cores busy); load average")
         HEADER = True
     one = next((x for x in results if x.case == r.case and x.workers == 1 and not x.killed), None)
     speedup = f"{one.elapsed / r.elapsed:.2f}x" if one is not None else "-"
     workers = f"{r.workers}{' (1 killed)' if r.killed else ''}"
     print(f"{r.case:<9} {workers:>7} {r.messages:>5}/{r.expected:<5} {r.elapsed:>8.2f}s {r.ideal:>7.2f}s "
           f"{r.elapsed / r.ideal:>5.2f}x {speedup:>6} {r.duplicates:>4} {r.missing:>5} {r.limited:>5} "
-          f"{r.violations:>9}", flush=True)
+          f"{r.violations:>9}  {per(r, 'workers')}, {per(r, 'slack')}, {per(r, 'postgres')} "
+          f"({sum(r.cpu.values()) / r.elapsed:.2f}); {os.getloadavg()[0]:.1f}", flush=True)
+
+
+def per(r: Result, part: str) -> str:
+    return f"{r.cpu[part] * 1000 / max(1, r.messages):.2f}"
 
 
 if __name__ == "__main__":

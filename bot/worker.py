@@ -21,8 +21,8 @@
                poller) claims the channels and reconciles their `posting` rows by message metadata
 
 `for_poller` is the delivery step of a poll on PostgreSQL (`serve`'s elected poller, `poll`): while a worker
-is alive it leaves delivery (and digests) to the workers; otherwise it delivers exactly as a worker does, claims
-and all, so a worker that starts meanwhile never posts the same row.
+is alive it leaves delivery (and digests) to the workers; otherwise it delivers exactly as a worker does,
+claims and all, so a worker that starts meanwhile never posts the same row.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass, field
 
-from bot.deliver import LOCAL_TEAM_ID, Deliverer, Run, Step
+from bot.deliver import LOCAL_TEAM_ID, Deliverer, Step
 from bot.errors import LockTimeout, StoreError, UsageError
 from bot.models import DeliveryReport
 from bot.store import MIGRATIONS, Store
@@ -67,9 +67,15 @@ def check(store: Store) -> None:
                          "`mlresearch-bot migrate` first")
     recorded, live = store.get_meta(IDENTITY_KEY), store.database_identity()
     if recorded != live:
-        raise UsageError(f"the {store.describe()} is a copy of another database (migrate prepared {recorded}, "
+        raise UsageError(f"the {store.describe()} is a copy of another database (migrate prepared "
+                         f"{recorded}, "
                          f"this is {live}): a worker here would post what the original posts; run "
                          "`mlresearch-bot migrate` against this database to adopt it")
+
+
+def new_worker_id() -> str:
+    """host:pid:random, as heartbeats and claims name a worker."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
 
 def workers_alive(store: Store, lease: float) -> int:
@@ -87,7 +93,7 @@ class Worker:
     digest: Deliver | None = None
     lease: float = DEFAULT_LEASE
     register: bool = True
-    worker_id: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}")
+    worker_id: str = field(default_factory=lambda: new_worker_id())
     chunk: int = 0  # channels claimed at a time (0: four times the pool)
     max_held: int = 512  # channels held at once
     _holds: dict[str, float] = field(default_factory=dict, init=False)
@@ -220,8 +226,8 @@ class Worker:
         until = time.time() + seconds
         with self._lock:
             self._holds[team_id] = max(until, self._holds.get(team_id, 0.0))
-        log.warning("event=workspace_held team=%s seconds=%g detail=\"Slack answered 429: every worker leaves "
-                    "this workspace alone until Retry-After ends\"", team_id, seconds)
+        log.warning("event=workspace_held team=%s seconds=%g detail=\"Slack answered 429: every worker "
+                    "leaves this workspace alone until Retry-After ends\"", team_id, seconds)
         try:
             self.store.hold_workspace(team_id, until)
         except StoreError as exc:

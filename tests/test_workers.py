@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from bot.deliver import Deliverer
-from bot.models import DeliveryReport
+from bot.models import DeliveryReport, Validators
 from bot.slackweb import make_client
 from bot.store import Store, open_store
 from bot.worker import PollerDelivery
@@ -29,7 +29,7 @@ CHANNELS = ["C1", "C2", "C3", "C4"]
 def prepared(url: str, feed: Path, channels: list[str] = CHANNELS) -> Store:
     store = open_store(url)
     store.migrate()
-    store.ingest(str(feed), RSS, __import__("bot.models", fromlist=["Validators"]).Validators())
+    store.ingest(str(feed), RSS, Validators())
     for channel in channels:
         store.subscribe(TEAM, channel, "U1")
     return store
@@ -42,8 +42,8 @@ def queue(tmp_path: Path, url: str, slack: FakeSlack, count: int, channels: list
     prepared(url, feed, channels).close()
     feed_file(feed, [str(i.guid) for i in [*RSS, *NEW[:count]]])
     env = bot_env(url, slack, feed, BURST_THRESHOLD="100", **extra)
-    done = subprocess.run([sys.executable, "-m", "bot", "poll", "--no-deliver", "--json"], env=env, cwd=tmp_path,
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run([sys.executable, "-m", "bot", "poll", "--no-deliver", "--json"], env=env,
+                          cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert '"delivered": 0' in done.stdout and f'"new": {count}' in done.stdout
     return feed, env
@@ -67,7 +67,9 @@ def stop(procs: list[subprocess.Popen[str]], timeout: float = 10) -> list[str]:
     return logs
 
 
-def assert_order_and_pace(slack: FakeSlack, channels: list[str], expected: list[str], pace: float = 0.9) -> None:
+def assert_order_and_pace(
+    slack: FakeSlack, channels: list[str], expected: list[str], pace: float = 0.9
+) -> None:
     for channel in channels:
         assert posted_items(slack, channel) == expected, channel
         calls = [c.at for c in slack.calls_to("chat.postMessage", channel)]
@@ -82,9 +84,7 @@ def settled(url: str) -> Store:
     return store
 
 
-pytestmark = pytest.mark.postgres
-
-
+@pytest.mark.postgres
 def test_three_workers_post_each_row_once_in_order_and_paced(
     pg_schema_url: str, tmp_path: Path, slack_api: FakeSlack
 ) -> None:
@@ -103,6 +103,7 @@ def test_three_workers_post_each_row_once_in_order_and_paced(
     assert {d.state for d in settled(pg_schema_url).deliveries()} == {"sent"}
 
 
+@pytest.mark.postgres
 def test_sigterm_stops_at_once_releasing_everything_and_another_worker_finishes(
     pg_schema_url: str, tmp_path: Path, slack_api: FakeSlack
 ) -> None:
@@ -124,6 +125,7 @@ def test_sigterm_stops_at_once_releasing_everything_and_another_worker_finishes(
     settled(pg_schema_url)
 
 
+@pytest.mark.postgres
 def test_a_sigkilled_workers_channels_are_reconciled_after_its_lease(
     pg_schema_url: str, tmp_path: Path, slack_api: FakeSlack
 ) -> None:
@@ -149,6 +151,7 @@ def test_a_sigkilled_workers_channels_are_reconciled_after_its_lease(
     assert {d.state for d in store.deliveries()} == {"sent"}
 
 
+@pytest.mark.postgres
 def test_a_429_seen_by_one_worker_holds_the_workspace_for_every_worker(
     pg_schema_url: str, tmp_path: Path, slack_api: FakeSlack
 ) -> None:
@@ -171,6 +174,7 @@ def test_a_429_seen_by_one_worker_holds_the_workspace_for_every_worker(
     assert_exactly_once(slack_api, channels, NEW[:2])
 
 
+@pytest.mark.postgres
 def test_serves_poller_leaves_delivery_to_live_workers_and_delivers_without_them(
     pg_schema_url: str, tmp_path: Path, slack_api: FakeSlack
 ) -> None:
@@ -194,6 +198,7 @@ def one_line_refusal(env: dict[str, str], cwd: Path, needle: str) -> None:
     assert done.stdout == "" and done.stderr.count("\n") == 1 and needle in done.stderr, done.stderr
 
 
+@pytest.mark.postgres
 def test_a_worker_refuses_sqlite_an_unmigrated_database_and_a_copy(
     pg_schema_url: str, tmp_path: Path, slack_api: FakeSlack
 ) -> None:
@@ -212,3 +217,33 @@ def test_a_worker_refuses_sqlite_an_unmigrated_database_and_a_copy(
     assert {d.state for d in store.deliveries()} == {"pending"}
     assert store.held_channels() == [] and slack_api.posts() == []
     assert os.environ.get("DATABASE_URL") != pg_schema_url
+
+
+# --- the store's part (both backends) ------------------------------------------------------------------
+
+
+def test_claims_are_exclusive_until_released_or_their_lease_ends(store: Store, tmp_path: Path) -> None:
+    feed = feed_file(tmp_path / "feed.xml", [str(i.guid) for i in RSS])
+    store.ingest(str(feed), RSS, Validators())
+    for channel in CHANNELS:
+        store.subscribe(TEAM, channel, "U1")
+    store.ingest(str(feed), [*RSS, *NEW[:2]], Validators())
+    assert store.discover_channels("TSHELL") == 4
+    now = 1_000_000.0
+    first = store.claim_channels("a", 3, now=now, lease=30)
+    second = store.claim_channels("b", 3, now=now, lease=30)
+    assert len(first) == 3 and len(second) == 1  # each channel to exactly one worker
+    assert {(t, c) for t, c, _ in first} & {(t, c) for t, c, _ in second} == set()
+    assert store.claim_channels("c", 3, now=now + 29, lease=30) == []  # all leased
+    team, channel, _ = first[0]
+    store.release_channel("a", team, channel, last_post=now + 1.5)
+    assert store.claim_channels("c", 3, now=now + 2, lease=30) == [(team, channel, now + 1.5)]
+    assert store.renew_claims("b", now=now + 20, lease=30) == {(t, c) for t, c, _ in second}
+    taken = store.claim_channels("c", 9, now=now + 31, lease=30)  # a's lease ended, b's was renewed
+    assert {(t, c) for t, c, _ in taken} == {(t, c) for t, c, _ in first[1:]}
+    store.hold_workspace(TEAM, now + 100)
+    store.hold_workspace(TEAM, now + 50)  # a shorter hold never shortens one
+    assert store.workspace_holds(now + 60) == {TEAM: now + 100}
+    assert store.release_all("c") == 3
+    assert store.claim_channels("d", 9, now=now + 61, lease=30) == []  # the workspace is on hold
+    assert len(store.claim_channels("d", 9, now=now + 101, lease=30)) == 4  # b's renewed lease ended too

@@ -427,8 +427,9 @@ class PostgresStore(Store):
                 deadline = time.monotonic() + timeout
                 while not db.one(f"SELECT pg_try_advisory_lock({LOCK_KEY})", [key])[0]:
                     if time.monotonic() >= deadline:
-                        raise LockTimeout("another mlresearch-bot process is polling this database" if name == "poll"
-                                          else f"another mlresearch-bot process holds the {name} lock")
+                        raise LockTimeout(
+                            "another mlresearch-bot process is polling this database" if name == "poll"
+                            else f"another mlresearch-bot process holds the {name} lock")
                     time.sleep(0.1)
             except psycopg.Error as exc:
                 raise StoreError(f"{self.describe()}: {exc}") from exc

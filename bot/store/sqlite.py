@@ -261,7 +261,8 @@ def migration_set() -> Migrations:
     migrations = Migrations(MIGRATION_SET)
     steps = (m001_items, m002_delivery, m003_authors_fts, m004_fts_prefix_index, m005_installations,
              m006_search_generation, m007_one_search_engine, m008_feed_baseline, m009_item_changes,
-             m010_bursts, m011_digests, m012_follows_saved, m013_answered_events, m014_item_vectors, m019_workers)
+             m010_bursts, m011_digests, m012_follows_saved, m013_answered_events, m014_item_vectors,
+             m019_workers)
     for step in steps:
         migrations()(step)
     return migrations

@@ -63,7 +63,8 @@ class WorkersMixin(StoreBase):
         """Record (or refresh) a worker's heartbeat row."""
         with self._write() as db:
             db.execute(
-                "INSERT INTO workers (id, host, pid, database, started_at, seen_at) VALUES (?, ?, ?, ?, ?, ?) "
+                "INSERT INTO workers (id, host, pid, database, started_at, seen_at) "
+                "VALUES (?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at",
                 [worker_id, host, pid, database, now, now],
             )
@@ -90,7 +91,9 @@ class WorkersMixin(StoreBase):
                 f"FROM deliveries WHERE {OPEN} AND team_id <> ? ON CONFLICT DO NOTHING", [skip_team],
             ).rowcount or 0)
 
-    def claim_channels(self, worker_id: str, limit: int, *, now: float, lease: float) -> list[tuple[str, str, float | None]]:
+    def claim_channels(
+        self, worker_id: str, limit: int, *, now: float, lease: float
+    ) -> list[tuple[str, str, float | None]]:
         """Claim up to `limit` channels that have open deliveries, are held by no live lease and whose
         workspace is not on hold: (team_id, channel_id, last post time or None) of each. Exactly one worker
         gets a channel; on PostgreSQL a channel another is claiming right now is skipped, not waited for. In
@@ -102,7 +105,8 @@ class WorkersMixin(StoreBase):
                 "UPDATE channel_claims SET worker_id = ?, lease_until = ? WHERE (team_id, channel_id) IN ("
                 "SELECT c.team_id, c.channel_id FROM channel_claims c "
                 "WHERE (c.worker_id IS NULL OR c.lease_until < ?) "
-                "AND NOT EXISTS (SELECT 1 FROM workspace_holds h WHERE h.team_id = c.team_id AND h.until > ?) "
+                "AND NOT EXISTS (SELECT 1 FROM workspace_holds h WHERE h.team_id = c.team_id "
+                "AND h.until > ?) "
                 "AND EXISTS (SELECT 1 FROM deliveries d WHERE d.team_id = c.team_id "
                 f"AND d.channel_id = c.channel_id AND d.{OPEN}) "
                 f"LIMIT ?{skip}) "
@@ -140,7 +144,9 @@ class WorkersMixin(StoreBase):
     def held_channels(self) -> list[dict[str, Any]]:
         """Every claim row held by a worker (team_id, channel_id, worker_id, lease_until, last_post)."""
         with self.connect() as db:
-            return db.rows("SELECT * FROM channel_claims WHERE worker_id IS NOT NULL ORDER BY team_id, channel_id")
+            return db.rows(
+                "SELECT * FROM channel_claims WHERE worker_id IS NOT NULL ORDER BY team_id, channel_id"
+            )
 
     def open_deliveries_of(self, keys: Sequence[tuple[str, str]]) -> list[Delivery]:
         """The open deliveries of these (team, channel) pairs, oldest first."""
@@ -163,7 +169,8 @@ class WorkersMixin(StoreBase):
                 params,
             )
             people = db.rows(
-                f"SELECT DISTINCT team_id, user_id AS channel_id FROM follows WHERE {_keys(keys, 'user_id')[0]}",
+                "SELECT DISTINCT team_id, user_id AS channel_id FROM follows "
+                f"WHERE {_keys(keys, 'user_id')[0]}",
                 params,
             )
         return {(r["team_id"], r["channel_id"]) for r in [*subs, *people]}
