@@ -50,6 +50,7 @@ HOLDS_EVERY = 0.5  # seconds between two reads of the workspaces' holds
 DISCOVER_EVERY = 2.0  # seconds between two looks for channels with new open rows
 DIGEST_EVERY = 10.0  # seconds between two looks for due digests
 IDLE_WAIT = 0.5  # seconds a worker with nothing to claim waits before it looks again
+HOLD_WAITS, MAX_HOLD_WAIT = 4, 60.0  # serve's poller waits out a workspace's hold this often, this long
 
 Deliver = Callable[[Store], DeliveryReport]
 
@@ -115,7 +116,7 @@ class Worker:
         if self.register:
             self._heartbeat()
             log.info("event=worker_started worker=%s lease=%g", self.worker_id, self.lease)
-        beat.start()
+            beat.start()
         last_digest = -DIGEST_EVERY
         try:
             while not stop.is_set():
@@ -130,7 +131,8 @@ class Worker:
                 stop.wait(IDLE_WAIT)
         finally:
             beating.set()
-            beat.join(5)
+            if beat.is_alive():
+                beat.join(5)
             with suppress(StoreError):
                 released = self.store.release_all(self.worker_id)
                 if self.register:
@@ -164,9 +166,12 @@ class Worker:
                 claimed = session.claim_channels(self.worker_id, room, now=time.time(), lease=self.lease)
                 if not claimed:
                     return {}
-                keys = [(team, channel) for team, channel, _ in claimed]
-                with self._lock:
+                with self._lock:  # a channel this run already serves (its lease lapsed) gets no second step
+                    claimed = [(t, c, at) for t, c, at in claimed if (t, c) not in held]
+                    keys = [(team, channel) for team, channel, _ in claimed]
                     held.update(keys)
+                if not keys:
+                    return {}
                 found = session.open_deliveries_of(keys)
                 rows += len(found)
                 last = {(t, c): self._to_clock(at) for t, c, at in claimed if at is not None}
@@ -186,7 +191,14 @@ class Worker:
                 with self._lock:
                     held.discard(key)
 
-            self.deliverer.schedule({}, more=more, done=done, stop=stop)
+            renewing = threading.Event()
+            renew = threading.Thread(target=self._renew, args=(renewing,), name="leases", daemon=True)
+            renew.start()
+            try:
+                self.deliverer.schedule({}, more=more, done=done, stop=stop)
+            finally:
+                renewing.set()
+                renew.join(5)
             if not rows and not run.failed:
                 return DeliveryReport()
             return self.deliverer.report(run, rows, started)
@@ -214,11 +226,17 @@ class Worker:
     def _beat(self, stopping: threading.Event) -> None:
         while not stopping.wait(self.lease / 3):
             try:
-                if self.register:
-                    self._heartbeat()
-                self.store.renew_claims(self.worker_id, now=time.time(), lease=self.lease)
-            except StoreError as exc:  # the database is away: the leases may run out; the next beat retries
+                self._heartbeat()
+            except StoreError as exc:  # the database is away: the next beat retries
                 log.warning("event=heartbeat_failed worker=%s error=%r", self.worker_id, str(exc)[:300])
+
+    def _renew(self, stopping: threading.Event) -> None:
+        """Renew the leases of the channels held, every lease/3 seconds, while a run goes on."""
+        while not stopping.wait(self.lease / 3):
+            try:
+                self.store.renew_claims(self.worker_id, now=time.time(), lease=self.lease)
+            except StoreError as exc:  # the database is away: the leases may run out; the next one retries
+                log.warning("event=renew_failed worker=%s error=%r", self.worker_id, str(exc)[:300])
 
     # shared 429 holds -----------------------------------------------------------------------------------
 
@@ -280,8 +298,17 @@ class PollerDelivery:
         if alive:
             log.info("event=delivery_left_to_workers workers=%d", alive)
             return DeliveryReport()
-        return Worker(store, self.deliverer, lease=self.lease, register=False,
-                      worker_id=f"poller:{socket.gethostname()}:{os.getpid()}").deliver()
+        worker = Worker(store, self.deliverer, lease=self.lease, register=False,
+                        worker_id=f"poller:{socket.gethostname()}:{os.getpid()}")
+        report = worker.deliver()
+        for _ in range(HOLD_WAITS):  # a 429 held a workspace: wait it out, as slack_sdk's retries did
+            holds = store.workspace_holds(time.time())
+            if not holds:
+                break
+            time.sleep(min(max(holds.values()) - time.time(), MAX_HOLD_WAIT))
+            more = worker.deliver()
+            report = DeliveryReport(report.delivered + more.delivered, report.failed + more.failed)
+        return report
 
 
 @dataclass

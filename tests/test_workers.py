@@ -247,3 +247,26 @@ def test_claims_are_exclusive_until_released_or_their_lease_ends(store: Store, t
     assert store.release_all("c") == 3
     assert store.claim_channels("d", 9, now=now + 61, lease=30) == []  # the workspace is on hold
     assert len(store.claim_channels("d", 9, now=now + 101, lease=30)) == 4  # b's renewed lease ended too
+
+
+@pytest.mark.postgres
+def test_a_run_longer_than_the_lease_keeps_its_channels(
+    pg_schema_url: str, tmp_path: Path, slack_api: FakeSlack
+) -> None:
+    """Serve's poller delivering with no worker alive renews its leases: a worker starting during a long run
+    (a channel's queue paced over more than a lease) cannot take a channel from under it."""
+    import threading
+
+    _, _ = queue(tmp_path, pg_schema_url, slack_api, 6, ["C1"])
+    store = open_store(pg_schema_url)
+    client = make_client("xoxb-test", slack_api.url)
+    step = PollerDelivery(Deliverer(lambda team: client, pace=1.0), lease=3)
+    reports: list[DeliveryReport] = []
+    running = threading.Thread(target=lambda: reports.append(step(store)))
+    running.start()
+    time.sleep(4.5)  # past the first lease
+    taken = store.claim_channels("late-worker", 10, now=time.time(), lease=30)
+    running.join(30)
+    assert taken == []
+    assert reports == [DeliveryReport(delivered=6, failed=0)]
+    assert_exactly_once(slack_api, ["C1"], NEW[:6])
