@@ -226,7 +226,7 @@ def _poll(settings: Settings, args: argparse.Namespace) -> int:
 
     # A dry run reads the store as it is (not created, not migrated); a poll migrates it first.
     store = store_at(settings.database_url) if args.dry_run else open_store(settings)
-    with Pipeline.from_settings(settings, store, no_deliver=args.no_deliver) as pipeline:
+    with Pipeline.from_settings(settings, store, no_deliver=getattr(args, "no_deliver", False)) as pipeline:
         if args.dry_run:
             new, baseline, fetched = pipeline.preview()
             if args.json:

@@ -50,6 +50,7 @@ HOLDS_EVERY = 0.5  # seconds between two reads of the workspaces' holds
 DISCOVER_EVERY = 2.0  # seconds between two looks for channels with new open rows
 DIGEST_EVERY = 10.0  # seconds between two looks for due digests
 IDLE_WAIT = 0.5  # seconds a worker with nothing to claim waits before it looks again
+DATABASE_WAIT = 5.0  # seconds a worker waits after the database failed a run
 HOLD_WAITS, MAX_HOLD_WAIT = 4, 60.0  # serve's poller waits out a workspace's hold this often, this long
 
 Deliver = Callable[[Store], DeliveryReport]
@@ -120,7 +121,15 @@ class Worker:
         last_digest = -DIGEST_EVERY
         try:
             while not stop.is_set():
-                report = self.deliver(stop)
+                try:
+                    report = self.deliver(stop)
+                except StoreError as exc:  # the database is down or restarting: look again a little later
+                    if once:
+                        raise
+                    log.warning("event=delivery_failed reason=database error=%r",
+                                " ".join(str(exc).split())[:300])
+                    stop.wait(DATABASE_WAIT)
+                    continue
                 delivered, failed = delivered + report.delivered, failed + report.failed
                 if self.digest is not None and time.monotonic() - last_digest >= DIGEST_EVERY:
                     last_digest = time.monotonic()
