@@ -54,6 +54,11 @@ def build_parser() -> argparse.ArgumentParser:
     poll = sub.add_parser("poll", help="one poll cycle: fetch, store, deliver")
     poll.add_argument("--dry-run", action="store_true", help="write nothing, post nothing; print what is new")
     poll.add_argument("--json", action="store_true", help="print one JSON object")
+    poll.add_argument("--no-deliver", action="store_true",
+                      help="fetch, store and queue only; worker processes deliver (PostgreSQL)")
+
+    worker = sub.add_parser("worker", help="deliver queued posts until stopped; several may run (PostgreSQL)")
+    worker.add_argument("--once", action="store_true", help="deliver what is open now, then exit")
 
     backfill = sub.add_parser("backfill", help="merge every post of the research index into the archive")
     backfill.add_argument("--url", help="the research index page (default: /research on the feed's site)")
@@ -117,7 +122,7 @@ def _main(argv: list[str]) -> int:
         return EXIT_USAGE
     environ = load_environment()
     settings = Settings.from_env(environ)
-    if args.command == "serve":
+    if args.command == "serve" or (args.command == "worker" and not args.once):
         setup_logging(settings, sys.stdout)
     else:
         # A one-shot command's stderr is for its one-line error: logs only when LOG_LEVEL asks for them.
@@ -136,6 +141,7 @@ def _main(argv: list[str]) -> int:
         "feedback": cmd_feedback,
         "shell": cmd_shell,
         "migrate": cmd_migrate,
+        "worker": cmd_worker,
     }[args.command]
     return handler(settings, args)
 
@@ -261,7 +267,7 @@ def _poll(settings: Settings, args: argparse.Namespace) -> int:
 
     # A dry run reads the store as it is (not created, not migrated); a poll migrates it first.
     store = store_at(settings.database_url) if args.dry_run else open_store(settings)
-    with Pipeline.from_settings(settings, store) as pipeline:
+    with Pipeline.from_settings(settings, store, no_deliver=getattr(args, "no_deliver", False)) as pipeline:
         if args.dry_run:
             new, baseline, fetched = pipeline.preview()
             bursts = [] if baseline else would_burst(store, new, settings.burst_threshold, pipeline.router)
@@ -302,6 +308,37 @@ def _poll(settings: Settings, args: argparse.Namespace) -> int:
         _out(f"{state}, {result.new} new, {result.delivered} delivered, {result.failed} failed{extra}")
     if result.error:
         raise Failure(f"poll failed: {result.error}")
+    return EXIT_OK
+
+
+def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
+    """Deliver open ledger rows beside other workers (bot.worker) until SIGTERM/SIGINT, or once."""
+    import signal
+    import threading
+
+    from bot import deliver, worker
+    from bot.store import open_store as store_at
+
+    store = store_at(settings.database_url)  # never migrated here: `migrate` (the release phase) does it
+    worker.check(store)
+    made = deliver.from_settings(settings, store)
+    if made is None:
+        raise UsageError("worker has nothing to post with: set SLACK_BOT_TOKEN (or SLACK_CLIENT_ID and "
+                         "SLACK_CLIENT_SECRET for a multi-workspace install)")
+    from bot import digest
+
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        log.info("event=stopping signal=%s", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    running = worker.Worker(store, made, digest.from_deliverer(made), lease=settings.worker_lease)
+    report = running.run(stop, once=args.once)
+    if args.once:
+        _out(f"{report.delivered} delivered, {report.failed} failed")
     return EXIT_OK
 
 

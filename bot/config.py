@@ -27,6 +27,7 @@ DEFAULT_SLACK_SCOPES = ("commands", "chat:write", "app_mentions:read", "im:histo
                         "groups:read", "users:read", "links:read", "links:write")
 
 DEFAULT_BURST_THRESHOLD = 5
+DEFAULT_WORKER_LEASE = 30
 
 LOG_LEVELS = ("CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG")
 
@@ -59,6 +60,9 @@ class Settings:
     # on Heroku (DYNO is set), requests reach `serve` only through its router, which appends the client's
     # address to X-Forwarded-For: that address is the client (the install limit counts per client)
     behind_router: bool = False
+    # WORKER_LEASE: seconds a worker's channel claims outlive it (a SIGKILLed dyno); then another worker
+    # reconciles and posts them (bot.worker)
+    worker_lease: int = DEFAULT_WORKER_LEASE
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Settings:
@@ -130,6 +134,8 @@ class Settings:
             burst_threshold=_int(get("BURST_THRESHOLD"), "BURST_THRESHOLD", DEFAULT_BURST_THRESHOLD,
                                  minimum=1),
             behind_router="DYNO" in environ,  # set by Heroku on every dyno: not a setting of ours
+            worker_lease=_int(get("WORKER_LEASE"), "WORKER_LEASE", DEFAULT_WORKER_LEASE, minimum=5,
+                              maximum=3600),
         )
 
     @property

@@ -33,12 +33,14 @@ Slack refuses is disabled, as for invalid_auth. Rows of the local shell's worksp
 from __future__ import annotations
 
 import heapq
+import itertools
 import logging
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 
 from slack_sdk import WebClient
 
@@ -69,6 +71,21 @@ DEFAULT_PACE = 1.0  # seconds between two posts to one channel
 LOCAL_TEAM_ID = "TSHELL"  # the workspace `mlresearch-bot shell` stands in for; never a real Slack team
 
 ClientFor = Callable[[str], WebClient]
+More = Callable[[], dict[tuple[str, str], Step]]
+
+
+@dataclass
+class Run:
+    """One delivery run: its store (a session), posting policy, and what it learned: each workspace's
+    disabled reason, client or why it has none, each channel served, rows failed before any post."""
+
+    store: Store
+    posting: Posting
+    disabled: dict[str, str | None] = field(default_factory=dict)
+    clients: dict[str, WebClient] = field(default_factory=dict)
+    unavailable: dict[str, str] = field(default_factory=dict)
+    channels: dict[tuple[str, str], Channel] = field(default_factory=dict)
+    failed: int = 0
 
 
 def from_settings(settings: Settings, store: Store | None = None) -> Deliverer | None:
@@ -103,6 +120,10 @@ class Deliverer:
     burst_threshold: int | None = None
     sleep: Callable[[float], None] = time.sleep
     clock: Callable[[], float] = time.monotonic
+    # a worker's: team -> clock time before which nothing is posted to it; (team, Retry-After) of a 429
+    hold: Callable[[str], float | None] | None = None
+    on_ratelimited: Callable[[str, float], None] | None = None
+    refill_wait: float = 0.5  # seconds before `more` is asked again after it had nothing
     _down: dict[str, str] = field(default_factory=dict, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
@@ -112,55 +133,74 @@ class Deliverer:
         rows = [r for r in store.open_deliveries() if r.team_id != LOCAL_TEAM_ID]
         if not rows:
             return DeliveryReport()
-        with store.session() as run:  # one connection for the run, handed between the pool's threads
-            return self._run(run, rows, started)
+        with store.session() as session:  # one connection for the run, handed between the pool's threads
+            run = self.begin(session)
+            active = {(s.team_id, s.channel_id) for s in session.subscriptions() if not s.paused}
+            active |= session.followers()  # a follow's row: (team, user ID)
+            self.schedule(self.steps(run, rows, active))
+            return self.report(run, len(rows), started)
 
-    def _run(self, store: Store, rows: list[Delivery], started: float) -> DeliveryReport:
+    def begin(self, store: Store) -> Run:
+        """A delivery run over `store` (a session): its posting policy, and what it learns of workspaces."""
+        self._down = {}
+        store.close_orphan_batches()
+        posting = Posting(self.pace, self.backoff, self.max_attempts, self.clock, self.hold)
+        return Run(store, posting)
+
+    def report(self, run: Run, rows: int, started: float) -> DeliveryReport:
+        delivered = sum(ch.delivered for ch in run.channels.values())
+        failed = run.failed + sum(ch.failed for ch in run.channels.values())
+        log.info("event=delivery_run channels=%d rows=%d delivered=%d failed=%d seconds=%.2f",
+                 len(run.channels), rows, delivered, failed, self.clock() - started)
+        return DeliveryReport(delivered=delivered, failed=failed)
+
+    def steps(
+        self, run: Run, rows: list[Delivery], active: set[tuple[str, str]],
+        last_posts: dict[tuple[str, str], float] | None = None,
+    ) -> dict[tuple[str, str], Step]:
+        """Each channel's step for `rows` (ledger order): rows that cannot be sent (a disabled workspace, an
+        unsubscribed channel, one not in `active`) fail here; the others are grouped by channel, bursts
+        formed. `last_posts` gives a channel's last post (clock time) when it was posted to before."""
+        store = run.store
         items = store.get_items(sorted({r.item_id for r in rows}))
-        active = {(s.team_id, s.channel_id) for s in store.subscriptions() if not s.paused}
-        active |= store.followers()  # a follow's row: (team, user ID)
-        disabled = {team: store.workspace_disabled(team) for team in {r.team_id for r in rows}}
-        clients, unavailable = self._clients(store, disabled)
+        for team in {r.team_id for r in rows} - run.disabled.keys():
+            run.disabled[team] = store.workspace_disabled(team)
+        self._clients(run)
         groups: dict[tuple[str, str], list[Delivery]] = {}
-        failed = 0
         for row in rows:  # ledger order: oldest first within each channel
-            reason = disabled[row.team_id]
-            why = f"workspace_disabled: {reason}" if reason is not None else unavailable.get(row.team_id)
+            reason = run.disabled[row.team_id] or self._down.get(row.team_id)
+            why = f"workspace_disabled: {reason}" if reason is not None else run.unavailable.get(row.team_id)
             if why is None and (row.team_id, row.channel_id) not in active:
                 why = "not_following" if row.to_person else "not_subscribed"
             if why is not None:
                 log_failure(row, why)
                 store.mark_failed(row.id, why)
-                failed += 1
+                run.failed += 1
             else:
                 groups.setdefault((row.team_id, row.channel_id), []).append(row)
-        store.close_orphan_batches()
         plans = {key: self._bursts(store, rows) for key, rows in groups.items()}
-        channels = {key: Channel(key[0], key[1], clients[key[0]], posting_client(clients[key[0]]))
-                    for key in groups}
-        posting = Posting(self.pace, self.backoff, self.max_attempts, self.clock)
-        self._schedule({key: self._serve(store, posting, channels[key], plans[key], items) for key in groups})
-        delivered = sum(ch.delivered for ch in channels.values())
-        failed += sum(ch.failed for ch in channels.values())
-        log.info("event=delivery_run channels=%d rows=%d delivered=%d failed=%d seconds=%.2f",
-                 len(groups), len(rows), delivered, failed, self.clock() - started)
-        return DeliveryReport(delivered=delivered, failed=failed)
+        steps: dict[tuple[str, str], Step] = {}
+        for key in groups:
+            client = run.clients[key[0]]
+            hit = None if self.on_ratelimited is None else partial(self.on_ratelimited, key[0])
+            ch = Channel(key[0], key[1], client, posting_client(client, hit))
+            ch.last_post = (last_posts or {}).get(key)
+            run.channels[key] = ch
+            steps[key] = self._serve(store, run.posting, ch, plans[key], items)
+        return steps
 
-    def _clients(
-        self, store: Store, disabled: dict[str, str | None]
-    ) -> tuple[dict[str, WebClient], dict[str, str]]:
+    def _clients(self, run: Run) -> None:
         """Each enabled workspace's client (`client_for`, once per run), and why the others have none."""
-        clients: dict[str, WebClient] = {}
-        unavailable: dict[str, str] = {}
-        for team_id in sorted(team for team, reason in disabled.items() if reason is None):
+        store = run.store
+        wanted = {team for team, reason in run.disabled.items() if reason is None}
+        for team_id in sorted(wanted - run.clients.keys() - run.unavailable.keys()):
             try:
-                clients[team_id] = self.client_for(team_id)
+                run.clients[team_id] = self.client_for(team_id)
             except WorkspaceUnavailable as exc:
-                unavailable[team_id] = exc.reason
+                run.unavailable[team_id] = exc.reason
                 log.error("event=workspace_unavailable team=%s reason=%r", team_id, exc.reason)
                 if exc.disable:
                     self._disable(store, team_id, exc.reason)
-        return clients, unavailable
 
     def _bursts(
         self, store: Store, rows: list[Delivery]
@@ -200,31 +240,98 @@ class Deliverer:
 
     # the pool ---------------------------------------------------------------------------------------
 
-    def _schedule(self, steps: dict[tuple[str, str], Step]) -> None:
+    def schedule(
+        self, steps: dict[tuple[str, str], Step], *, more: More | None = None,
+        done: Callable[[tuple[str, str]], None] | None = None, stop: threading.Event | None = None,
+    ) -> None:
         """Run each channel's steps on a pool of `pool_size` threads. A channel's step yields when it must
-        wait (pacing between its posts, backoff), and the thread serves whichever channel is due first, so
-        a burst's many posts to one channel never hold a thread while it waits its turn."""
+        wait (pacing between its posts, backoff, a workspace's hold), and the thread serves whichever channel
+        is due first, so a burst's many posts to one channel never hold a thread while it waits its turn.
+
+        A worker passes `more` (called by a thread of its own whenever fewer steps than the pool are due: the
+        next channels' steps, claimed; after an empty answer it is asked again `refill_wait` seconds later,
+        and the run ends once nothing is left and `more` had nothing), `done` (told
+        each channel whose step ended, to release it) and `stop` (once set, no step goes on: each is closed
+        at its next wait, which leaves its row pending or, with its fate unknown, `posting`). Returns when no
+        step is left and `more` has nothing, or once stopped."""
         heap: list[tuple[float, int, tuple[str, str], Step]] = []
+        order = itertools.count()
         now = self.clock()
-        for n, (key, step) in enumerate(steps.items()):
-            heap.append((now, n, key, step))
+        for key, step in steps.items():
+            heap.append((now, next(order), key, step))
         heapq.heapify(heap)
         cond = threading.Condition()
         busy = 0
+        finished = False  # (with `more`) nothing is left and `more` had nothing more
+        dry_until = 0.0
+
+        def stopped() -> bool:
+            return stop is not None and stop.is_set()
+
+        def finish(key: tuple[str, str], step: Step | None) -> None:
+            if step is not None:
+                try:
+                    step.close()
+                except Exception:  # noqa: BLE001 - a step that fails to stop must not stop the others
+                    log.exception("event=delivery_crashed team=%s channel=%s", key[0], key[1])
+            if done is not None:
+                done(key)
+
+        def feed() -> None:
+            """With `more`: keep at least a pool's worth of steps due, asking `more` for the next ones."""
+            nonlocal finished, dry_until
+            assert more is not None
+            while True:
+                with cond:
+                    while True:
+                        now = self.clock()
+                        if stopped() or (now < dry_until and not heap and not busy):
+                            finished = True
+                            cond.notify_all()
+                            return
+                        if now >= dry_until and sum(1 for entry in heap if entry[0] <= now) < self.pool_size:
+                            break
+                        cond.wait(dry_until - now if now < dry_until else None)
+                fresh: dict[tuple[str, str], Step] = {}
+                try:
+                    fresh = more()
+                except Exception:  # noqa: BLE001 - a failed claim is tried again after refill_wait
+                    log.exception("event=claim_failed")
+                with cond:
+                    now = self.clock()
+                    if not fresh:
+                        dry_until = now + self.refill_wait
+                    for key, step in fresh.items():
+                        heapq.heappush(heap, (now, next(order), key, step))
+                    cond.notify_all()
 
         def work() -> None:
             nonlocal busy
             while True:
+                task: tuple[float, int, tuple[str, str], Step] | None = None
+                closing: list[tuple[float, int, tuple[str, str], Step]] = []
                 with cond:
-                    while not heap and busy:
-                        cond.wait()
-                    if not heap:
-                        return
-                    due, n, key, step = heapq.heappop(heap)
-                    busy += 1
-                wait = due - self.clock()
-                if wait > 0:
-                    self.sleep(wait)
+                    while True:
+                        if stopped():
+                            closing, heap[:] = heap[:], []
+                            if not closing:
+                                cond.notify_all()
+                                return
+                            break
+                        now = self.clock()
+                        if heap and heap[0][0] <= now:
+                            task = heapq.heappop(heap)
+                            busy += 1
+                            break
+                        if not heap and not busy and (more is None or finished):
+                            cond.notify_all()
+                            return
+                        cond.wait(heap[0][0] - now if heap else None)
+                for _, _, key, step in closing:
+                    finish(key, step)
+                if task is None:
+                    continue
+                _, n, key, step = task
                 again: float | None = None
                 try:
                     again = next(step)
@@ -232,15 +339,23 @@ class Deliverer:
                     pass
                 except Exception:  # noqa: BLE001 - one channel's crash must not stop the others
                     log.exception("event=delivery_crashed team=%s channel=%s", key[0], key[1])
+                if again is not None and stopped():
+                    finish(key, step)
+                    again = None
+                elif again is None and done is not None:
+                    done(key)
                 with cond:
                     busy -= 1
                     if again is not None:
                         heapq.heappush(heap, (again, n, key, step))
                     cond.notify_all()
 
-        workers = max(1, min(self.pool_size, len(steps)))
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="deliver") as pool:
-            for future in [pool.submit(work) for _ in range(workers)]:
+        workers = max(1, self.pool_size if more is not None else min(self.pool_size, len(steps)))
+        with ThreadPoolExecutor(max_workers=workers + 1, thread_name_prefix="deliver") as pool:
+            futures = [pool.submit(work) for _ in range(workers)]
+            if more is not None:
+                futures.append(pool.submit(feed))
+            for future in futures:
                 future.result()
 
     # one channel ------------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ import httpx
 from bot import deliver as slack_delivery
 from bot import digest as digests
 from bot import feed, poller, research_index
+from bot import worker as workers
 from bot.config import Settings
 from bot.models import Item, PollResult, Subscription
 from bot.poller import Deliver, Enrich, Poller
@@ -69,19 +70,28 @@ class Pipeline:
         client: httpx.Client | None = None,
         after: Sequence[After] = (),
         digest: Deliver | None = None,
+        no_deliver: bool = False,
     ) -> Pipeline:
         """The pipeline FEED_URL and the Slack settings describe, over `store`. `deliver` replaces Slack's
         deliverer (the shell prints); `client` replaces the HTTP client made here (the caller closes it);
-        `after` are the first hooks; `digest` replaces the digest step (one beside Slack's deliverer)."""
+        `after` are the first hooks; `digest` replaces the digest step (one beside Slack's deliverer);
+        `no_deliver` ingests and queues only (`poll --no-deliver`: workers deliver). On PostgreSQL, Slack's
+        delivery and digest steps leave the work to worker processes while one is alive (`bot.worker`)."""
         index_url = research_index.index_url_for(settings.feed_url)
+        if no_deliver:
+            make_deliver: Callable[[], Deliver | None] = lambda: None  # noqa: E731 - ingest and queue only
+        elif deliver is not None:
+            make_deliver = lambda: deliver  # noqa: E731
+        else:
+            make_deliver = lambda: _slack_delivery(settings, store)  # noqa: E731
         return cls(
             store=store,
             client=client or feed.make_client(),
             feed_url=settings.feed_url,
-            make_deliver=(lambda: deliver) if deliver is not None else (
-                lambda: slack_delivery.from_settings(settings, store)
+            make_deliver=make_deliver,
+            make_digest=(lambda _deliver: digest) if digest is not None else (
+                lambda made: _slack_digest(made, settings, store)
             ),
-            make_digest=(lambda _deliver: digest) if digest is not None else digests.from_deliverer,
             enrich=research_index.enricher(index_url),
             index_url=index_url,
             after=list(after),
@@ -173,3 +183,18 @@ def would_burst(store: Store, new: Sequence[Item], threshold: int,
             counts[key] = counts.get(key, 0) + 1
     return [(sub, counts[(sub.team_id, sub.channel_id)]) for sub in audience.subscriptions
             if sub.digest is None and counts.get((sub.team_id, sub.channel_id), 0) > threshold]
+
+
+def _slack_delivery(settings: Settings, store: Store) -> Deliver | None:
+    """Slack's deliverer; on PostgreSQL, through channel claims and only while no worker is alive."""
+    made = slack_delivery.from_settings(settings, store)
+    if made is None or store.backend != "postgres":
+        return made
+    return workers.PollerDelivery(made, lease=settings.worker_lease)
+
+
+def _slack_digest(deliver: Deliver | None, settings: Settings, store: Store) -> Deliver | None:
+    made = digests.from_deliverer(deliver)
+    if made is None or store.backend != "postgres":
+        return made
+    return workers.PollerDigest(made, lease=settings.worker_lease)

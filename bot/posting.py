@@ -15,7 +15,9 @@ cannot_dm_bot...) is `Unreachable`; without im:write the message goes to the use
 cannot be reconciled. Slack errors, by kind:
 
     429                          slack_sdk waits Retry-After and retries; if it persists, the row goes back
-                                 to pending and the channel waits for the next poll (`Defer`)
+                                 to pending and the channel waits for the next poll (`Defer`). A worker
+                                 (bot.worker) instead holds the whole workspace for Retry-After, for every
+                                 worker, and defers at once (`Posting.hold`, `bot.slackweb.posting_client`)
     5xx, internal_error,         the post's fate is unknown: back off, reconcile, post again (a few times);
       a broken connection        still unknown: the row stays `posting` and is reconciled at the next poll
     channel_not_found,           the subscription is paused with the reason (`Paused`); others go on
@@ -146,6 +148,11 @@ class Posting:
     backoff: float
     max_attempts: int
     clock: Callable[[], float]
+    # team -> the clock time before which nothing is posted to it (a 429 another worker saw), or None
+    hold: Callable[[str], float | None] | None = None
+    # an item's message, built once per run for all the channels it goes to (Block Kit through slack_sdk's
+    # models is a third of a post's CPU): (item, matched, to a person, text only) -> message, no thread_ts
+    built: dict[tuple[Any, ...], dict[str, Any]] = field(default_factory=dict, compare=False, repr=False)
 
     def deliver(self, store: Store, ch: Channel, job: Job) -> Step:
         """Post one job exactly once: its ts; None when it is settled as failed; raises to stop the
@@ -166,10 +173,15 @@ class Posting:
             if attempts >= self.max_attempts:
                 fail(store, ch, job, f"gave_up after {attempts} attempts: {last_error}")
                 return None
+            yield from self._wait_turn(ch)  # pacing and holds before the claim: a stop here leaves it pending
             if not _claim(store, job, state):
                 raise Defer  # changed under us (unsubscribed, paused): leave the channel alone
             state, attempts, claimed_at = "posting", attempts + 1, utcnow()
-            ts, code, status = yield from self._attempt(ch, job)
+            try:
+                ts, code, status = yield from self._attempt(ch, job)
+            except GeneratorExit:  # closed (a worker stopping) at a wait before a post: nothing was sent
+                _release(store, job, "stopped before posting")
+                raise
             if ts is not None:
                 _settle_sent(store, job, ts)
                 return ts
@@ -186,7 +198,7 @@ class Posting:
         Blocks Slack rejects are posted once more as text only."""
         for text_only in (False, True):
             try:
-                return (yield from self._post(ch, job.message(text_only))), "", 200
+                return (yield from self._post(ch, self._message(job, text_only))), "", 200
             except SlackApiError as exc:
                 code, status = error_code(exc)
             except TRANSPORT_ERRORS as exc:
@@ -196,6 +208,20 @@ class Posting:
             log.warning("event=blocks_rejected channel=%s item=%s error=%s retry=text_only",
                         ch.channel_id, job.label, code)
         return None, code, status
+
+    def _message(self, job: Job, text_only: bool) -> dict[str, Any]:
+        if job.batch is not None or job.row is None or job.item is None:
+            return job.message(text_only)
+        key = (job.item.id, tuple(job.row.matched), job.row.to_person, text_only)
+        found = self.built.get(key)
+        if found is None:
+            found = job.message(text_only)
+            found.pop("thread_ts", None)
+            self.built[key] = found
+        message = dict(found)
+        if job.thread_ts is not None:
+            message["thread_ts"] = job.thread_ts
+        return message
 
     def _on_error(self, store: Store, ch: Channel, job: Job, code: str, status: int) -> str | None:
         """Apply the error policy to a failed post. Returns the error when the post's fate is unknown (try
@@ -222,22 +248,28 @@ class Posting:
         if status == 429 or code in NOT_SENT_ERRORS:
             log.warning("event=delivery_deferred channel=%s item=%s error=%s",
                         ch.channel_id, job.label, code)
-            if job.batch is not None:
-                store.release_batch(job.batch.id, code)
-            else:
-                assert job.row is not None
-                store.release(job.row.id, code)
+            _release(store, job, code)
             raise Defer
         fail(store, ch, job, code)
         return None
 
+    def _wait_turn(self, ch: Channel) -> Step:
+        """Wait until the channel may be posted to: `pace` after its last post, and after any hold on its
+        workspace."""
+        while True:
+            due = ch.last_post + self.pace if ch.last_post is not None else 0.0
+            held = self.hold(ch.team_id) if self.hold is not None else None
+            due = max(due, held or 0.0)
+            if due <= self.clock():
+                return
+            yield due
+
     def _post(self, ch: Channel, message: dict[str, Any]) -> Step:
-        if ch.last_post is not None:
-            due = ch.last_post + self.pace
-            if due > self.clock():
-                yield due
-        ch.last_post = self.clock()
-        response = ch.poster.chat_postMessage(channel=ch.channel_id, **message)
+        yield from self._wait_turn(ch)
+        try:
+            response = ch.poster.chat_postMessage(channel=ch.channel_id, **message)
+        finally:  # paced from the answer: a request slow to reach Slack never lands closer to the next one
+            ch.last_post = self.clock()
         return str(response["ts"])
 
 
@@ -311,6 +343,14 @@ def _claim(store: Store, job: Job, state: str) -> bool:
         return store.claim_batch(job.batch.id, expected_state=state)
     assert job.row is not None
     return store.claim(job.row.id, expected_state=state)
+
+
+def _release(store: Store, job: Job, reason: str) -> None:
+    if job.batch is not None:
+        store.release_batch(job.batch.id, reason)
+    else:
+        assert job.row is not None
+        store.release(job.row.id, reason)
 
 
 def _settle_sent(store: Store, job: Job, ts: str) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import http.client
 import re
+from collections.abc import Callable
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
@@ -20,6 +21,10 @@ from slack_sdk.http_retry.builtin_handlers import (
     ServerErrorRetryHandler,
 )
 from slack_sdk.http_retry.builtin_interval_calculators import BackoffRetryIntervalCalculator
+from slack_sdk.http_retry.handler import RetryHandler
+from slack_sdk.http_retry.request import HttpRequest
+from slack_sdk.http_retry.response import HttpResponse
+from slack_sdk.http_retry.state import RetryState
 
 # the channel is gone or closed to the bot: pause its subscription
 CHANNEL_ERRORS = frozenset({
@@ -61,11 +66,16 @@ def make_client(token: str, base_url: str, *, backoff: float = 0.5, timeout: int
     )
 
 
-def posting_client(client: WebClient) -> WebClient:
+def posting_client(client: WebClient, on_ratelimited: Callable[[float], None] | None = None) -> WebClient:
     """The same client for chat.postMessage: it keeps the 429 retries (nothing was posted) but not blind
-    retries of 5xx and broken connections (something may have been posted; the deliverer reconciles)."""
+    retries of 5xx and broken connections (something may have been posted; the deliverer reconciles). With
+    `on_ratelimited`, a 429 is not waited out in the calling thread: it is handed Retry-After (seconds) and
+    the call fails with the 429 at once (workers share the wait through the database)."""
     clone = copy.copy(client)
-    clone.retry_handlers = [h for h in client.retry_handlers if isinstance(h, RateLimitErrorRetryHandler)]
+    if on_ratelimited is not None:
+        clone.retry_handlers = [SharedRateLimit(on_ratelimited)]
+    else:
+        clone.retry_handlers = [h for h in client.retry_handlers if isinstance(h, RateLimitErrorRetryHandler)]
     return clone
 
 
@@ -74,6 +84,23 @@ def fate_unknown(code: str, status: int) -> bool:
     below 0: no answer), or Slack's internal_error / fatal_error. Such a post is never repeated blindly: the
     channel's history is read first."""
     return status >= 500 or status < 0 or code in UNKNOWN_FATE_ERRORS
+class SharedRateLimit(RetryHandler):
+    """A 429 is reported (its Retry-After, 1 s when absent) and never retried here."""
+
+    def __init__(self, on_ratelimited: Callable[[float], None]) -> None:
+        super().__init__(max_retry_count=0)
+        self.on_ratelimited = on_ratelimited
+
+    def can_retry(self, *, state: RetryState, request: HttpRequest, response: HttpResponse | None = None,
+                   error: Exception | None = None) -> bool:
+        if response is not None and response.status_code == 429:
+            values = next((v for k, v in response.headers.items() if k.lower() == "retry-after"), None)
+            try:
+                seconds = float((values or ["1"])[0])
+            except ValueError:
+                seconds = 1.0
+            self.on_ratelimited(min(max(seconds, 0.0), 3600.0))
+        return False
 
 
 def error_code(exc: SlackApiError) -> tuple[str, int]:

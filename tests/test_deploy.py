@@ -63,6 +63,13 @@ def test_procfile_runs_serve_and_migrates_on_release() -> None:
     lines = dict(line.split(":", 1) for line in (ROOT / "Procfile").read_text().splitlines() if line.strip())
     assert lines["web"].strip() == "mlresearch-bot serve"
     assert lines["release"].strip() == "mlresearch-bot migrate"
+    assert lines["worker"].strip() == "mlresearch-bot worker"
+
+
+def test_app_json_deploys_one_web_dyno_and_no_worker_until_scaled() -> None:
+    """A one-dyno deployment is as before: the web dyno delivers until worker dynos are added."""
+    formation = json.loads((ROOT / "app.json").read_text())["formation"]
+    assert formation["web"]["quantity"] == 1 and formation["worker"]["quantity"] == 0
 
 
 def test_manifest_declares_command_scopes_events_and_home() -> None:

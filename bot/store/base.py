@@ -40,6 +40,7 @@ MIGRATIONS = (
     "m013_answered_events",
     "m014_item_vectors",
     "m017_agent",
+    "m019_workers",
 )
 # A merge_index that adds or enriches this many items is followed by _after_bulk_merge.
 BULK_MERGE = 200
@@ -90,9 +91,10 @@ class StoreBase:
     def close(self) -> None:
         """Release idle connections (the store stays usable: units of work open their own)."""
 
-    def poll_lock(self, timeout: float = 0) -> AbstractContextManager[None]:
+    def poll_lock(self, timeout: float = 0, *, name: str = "poll") -> AbstractContextManager[None]:
         """Held by the one process that polls and delivers; released if that process dies. Raises
-        LockTimeout when another holds it for longer than `timeout` seconds."""
+        LockTimeout when another holds it for longer than `timeout` seconds. Another `name` is another lock
+        of the same kind (workers post digests under "digest")."""
         raise NotImplementedError
 
     def _open(self, readonly: bool) -> Conn:
@@ -161,6 +163,13 @@ class StoreBase:
                 db.execute("ROLLBACK")
                 raise
             db.execute("COMMIT")
+
+    def _row_write(self) -> AbstractContextManager[Conn]:
+        """A unit of work of ONE statement that changes rows on its own terms (claiming or settling a ledger
+        row: `UPDATE ... WHERE id = ? AND state = ?`): SQLite runs it as any write; PostgreSQL as the
+        statement alone (autocommit), without the writers' turn, since its row locks already make it
+        atomic, so workers claiming and settling never queue behind one another or behind an ingest."""
+        return self._write()
 
     @contextmanager
     def session(self) -> Iterator[Self]:

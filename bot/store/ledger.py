@@ -53,7 +53,7 @@ class LedgerMixin(StoreBase):
     def claim(self, delivery_id: int, expected_state: str = "pending") -> bool:
         """Mark a delivery as being posted (its fate is unknown until mark_sent / mark_failed). Only one
         caller can claim a pending row."""
-        with self._write() as db:
+        with self._row_write() as db:
             return claim_row(db, "deliveries", delivery_id, expected_state)
 
     def mark_sent(self, delivery_id: int, ts: str | None) -> None:
@@ -70,7 +70,7 @@ class LedgerMixin(StoreBase):
         self, delivery_id: int | str, state: str, error: str | None, *, ts: str | None = None,
         table: str = "deliveries",
     ) -> None:
-        with self._write() as db:
+        with self._row_write() as db:  # one statement: no turn among the writers on PostgreSQL
             if state == "sent":
                 db.execute(
                     f"UPDATE {table} SET state = 'sent', ts = ?, error = NULL, updated_at = ? WHERE id = ?",
@@ -150,7 +150,7 @@ class LedgerMixin(StoreBase):
 
     def claim_batch(self, batch_id: str, expected_state: str = "pending") -> bool:
         """As `claim`, for a burst's message."""
-        with self._write() as db:
+        with self._row_write() as db:
             return claim_row(db, "batches", batch_id, expected_state)
 
     def mark_batch_sent(self, batch_id: str, ts: str | None) -> None:

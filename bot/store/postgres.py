@@ -24,7 +24,7 @@ import selectors
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, suppress
 from typing import Any
 
 import psycopg
@@ -43,6 +43,7 @@ from bot.store.merge import backfill_authors_text
 from bot.store.models import iso, utcnow
 from bot.store.store import Store
 from bot.store.vectors import VECTORS_TABLE
+from bot.store.workers import IDENTITY_KEY, WORKERS_DDL
 
 log = logging.getLogger("bot.store")
 
@@ -219,6 +220,12 @@ def m017_agent(db: Conn) -> None:
         db.execute(sql)
 
 
+def m019_workers(db: Conn) -> None:
+    """Worker heartbeats, channel claims, shared workspace holds (bot.store.workers; issue 22)."""
+    for sql in WORKERS_DDL:
+        db.execute(sql.format(float="DOUBLE PRECISION"))
+
+
 PG_MIGRATIONS = (
     m001_items,
     m002_delivery,
@@ -235,7 +242,16 @@ PG_MIGRATIONS = (
     m013_answered_events,
     m014_item_vectors,
     m017_agent,
+    m019_workers,
 )
+
+
+def _identity(db: Conn) -> str:
+    """This database as no copy of it is: the cluster's system identifier (a fork, a restore or a follower
+    promoted has its own), the database's name and the schema."""
+    row = db.one("SELECT (SELECT system_identifier FROM pg_control_system())::text, current_database(), "
+                 "current_schema()")
+    return f"postgres:{row[0]}/{row[1]}/{row[2]}"
 
 
 def _alive(conn: psycopg.Connection[Any]) -> bool:
@@ -387,7 +403,20 @@ class PostgresStore(Store):
                         [MIGRATION_SET, migration.__name__, iso(utcnow())],
                     )
                     applied.append(migration.__name__)
+            if "m019_workers" in done or "m019_workers" in applied:
+                # The identity of the database migrate prepared: a worker refuses a copy of it (bot.worker).
+                db.execute(
+                    "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE "
+                    "SET value = excluded.value", [IDENTITY_KEY, _identity(db)],
+                )
         return applied
+
+    def database_identity(self) -> str:
+        with self.connect(readonly=True) as db:
+            return _identity(db)
+
+    def _row_write(self) -> AbstractContextManager[Conn]:
+        return self.connect()  # autocommit: the one statement is its own transaction
 
     def applied_migrations(self) -> list[str]:
         with self.connect(readonly=True) as db:
@@ -398,14 +427,17 @@ class PostgresStore(Store):
         return [r["name"] for r in db.rows(sql, [MIGRATION_SET])]
 
     @contextmanager
-    def poll_lock(self, timeout: float = 0) -> Iterator[None]:
+    def poll_lock(self, timeout: float = 0, *, name: str = "poll") -> Iterator[None]:
+        key = f"mlresearch-bot {name}"
         db = Conn(self._connect(), pyformat=True)
         try:
             try:
                 deadline = time.monotonic() + timeout
-                while not db.one(f"SELECT pg_try_advisory_lock({LOCK_KEY})", ["mlresearch-bot poll"])[0]:
+                while not db.one(f"SELECT pg_try_advisory_lock({LOCK_KEY})", [key])[0]:
                     if time.monotonic() >= deadline:
-                        raise LockTimeout("another mlresearch-bot process is polling this database")
+                        raise LockTimeout(
+                            "another mlresearch-bot process is polling this database" if name == "poll"
+                            else f"another mlresearch-bot process holds the {name} lock")
                     time.sleep(0.1)
             except psycopg.Error as exc:
                 raise StoreError(f"{self.describe()}: {exc}") from exc
@@ -413,6 +445,6 @@ class PostgresStore(Store):
                 yield
             finally:
                 with suppress(psycopg.Error):
-                    db.execute(f"SELECT pg_advisory_unlock({LOCK_KEY})", ["mlresearch-bot poll"])
+                    db.execute(f"SELECT pg_advisory_unlock({LOCK_KEY})", [key])
         finally:
             db.raw.close()

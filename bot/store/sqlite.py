@@ -30,6 +30,7 @@ from bot.store.ledger import BATCHES_DDL
 from bot.store.merge import backfill_authors_text
 from bot.store.store import Store
 from bot.store.vectors import VECTORS_TABLE
+from bot.store.workers import WORKERS_DDL
 
 if TYPE_CHECKING:  # sqlite-utils is imported when a migration has to run: `serve` starts without it
     from sqlite_utils import Database
@@ -250,6 +251,13 @@ def m017_agent(db: Database) -> None:
         db.execute(sql)
 
 
+def m019_workers(db: Database) -> None:
+    """Worker heartbeats, channel claims, shared workspace holds (bot.store.workers; issue 22). A SQLite
+    deployment runs no worker, but holds the same schema."""
+    for sql in WORKERS_DDL:
+        db.execute(sql.format(float="REAL"))
+
+
 # --- the store -----------------------------------------------------------------------------------------
 
 
@@ -262,7 +270,7 @@ def migration_set() -> Migrations:
     steps = (m001_items, m002_delivery, m003_authors_fts, m004_fts_prefix_index, m005_installations,
              m006_search_generation, m007_one_search_engine, m008_feed_baseline, m009_item_changes,
              m010_bursts, m011_digests, m012_follows_saved, m013_answered_events, m014_item_vectors,
-             m017_agent)
+             m017_agent, m019_workers)
     for step in steps:
         migrations()(step)
     return migrations
@@ -385,9 +393,12 @@ class SQLiteStore(Store):
         if keeper is not None:
             keeper.close()
 
+    def database_identity(self) -> str:
+        return f"sqlite:{self.path.resolve()}"
+
     @contextmanager
-    def poll_lock(self, timeout: float = 0) -> Iterator[None]:
-        with self._flock(self.path.with_name(self.path.name + ".poll.lock"), timeout=timeout):
+    def poll_lock(self, timeout: float = 0, *, name: str = "poll") -> Iterator[None]:
+        with self._flock(self.path.with_name(f"{self.path.name}.{name}.lock"), timeout=timeout):
             yield
 
     @contextmanager

@@ -16,6 +16,7 @@
                                      the thread's follow-ups
     vectors.VectorsMixin             items' vectors for search by meaning, per embedding model
     agent.AgentMixin                 the Messages tab: greetings, what people look at, feedback on answers
+    workers.WorkersMixin             worker heartbeats, channel claims with leases, shared 429 holds
 
 A new feature touches the part it concerns; every part speaks SQL both backends share (`?` placeholders,
 `ON CONFLICT`, `IS DISTINCT FROM`). A backend (`SQLiteStore`, `PostgresStore`) subclasses `Store`.
@@ -33,8 +34,10 @@ from bot.store.installations import InstallationsMixin
 from bot.store.ledger import LedgerMixin
 from bot.store.subscriptions import SubscriptionsMixin
 from bot.store.vectors import VectorsMixin
+from bot.store.workers import WorkersMixin
 
 
 class Store(ArchiveMixin, FeedStateMixin, SubscriptionsMixin, LedgerMixin, InstallationsMixin, DigestsMixin,
-            FollowsMixin, ConversationsMixin, VectorsMixin, AgentMixin):
+            FollowsMixin, ConversationsMixin, VectorsMixin, AgentMixin,
+            WorkersMixin):
     """The store's interface (see the module docstring); build one with `bot.store.open_store(url)`."""
