@@ -42,6 +42,7 @@ from bot.config import DEFAULT_BURST_THRESHOLD  # noqa: E402
 from bot.deliver import DEFAULT_POOL_SIZE  # noqa: E402
 from bot.feed import parse  # noqa: E402
 from bot.models import Item, Validators  # noqa: E402
+from bot.route import ingest  # noqa: E402
 from bot.store import open_store  # noqa: E402
 from tests.fakes.slack_api import Call, FakeSlack, Fault  # noqa: E402
 
@@ -160,7 +161,7 @@ def run_case(args: argparse.Namespace, slack: Connection, slack_url: str, case: 
         store = open_store(url)
         store.migrate()
         known = parse(DATA.read_bytes())
-        store.ingest(FEED, known, Validators())
+        ingest(store, FEED, known, Validators())
         for channel in channels:
             store.subscribe(team_of(channel), channel, "U1")
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "DATABASE_URL"))}
@@ -187,7 +188,7 @@ def run_case(args: argparse.Namespace, slack: Connection, slack_url: str, case: 
         pg_cpu = postgres_cpu()
         worker_cpu = sum(process_cpu(proc.pid) for proc in procs)
         started = time.perf_counter()
-        store.ingest(FEED, [*known, *new], Validators())
+        ingest(store, FEED, [*known, *new], Validators())
         victim = procs[0] if kill else None
         victim_cpu = 0.0
         messages = 0

@@ -16,6 +16,7 @@ import pytest
 
 from bot.deliver import Deliverer
 from bot.models import DeliveryReport, Validators
+from bot.route import ingest
 from bot.slackweb import make_client
 from bot.store import Store, open_store
 from bot.worker import PollerDelivery
@@ -29,7 +30,7 @@ CHANNELS = ["C1", "C2", "C3", "C4"]
 def prepared(url: str, feed: Path, channels: list[str] = CHANNELS) -> Store:
     store = open_store(url)
     store.migrate()
-    store.ingest(str(feed), RSS, Validators())
+    ingest(store, str(feed), RSS, Validators())
     for channel in channels:
         store.subscribe(TEAM, channel, "U1")
     return store
@@ -224,10 +225,10 @@ def test_a_worker_refuses_sqlite_an_unmigrated_database_and_a_copy(
 
 def test_claims_are_exclusive_until_released_or_their_lease_ends(store: Store, tmp_path: Path) -> None:
     feed = feed_file(tmp_path / "feed.xml", [str(i.guid) for i in RSS])
-    store.ingest(str(feed), RSS, Validators())
+    ingest(store, str(feed), RSS, Validators())
     for channel in CHANNELS:
         store.subscribe(TEAM, channel, "U1")
-    store.ingest(str(feed), [*RSS, *NEW[:2]], Validators())
+    ingest(store, str(feed), [*RSS, *NEW[:2]], Validators())
     assert store.discover_channels("TSHELL") == 4
     now = 1_000_000.0
     first = store.claim_channels("a", 3, now=now, lease=30)
