@@ -95,6 +95,7 @@ def stream_written(
     services: Services,
     metadata: dict[str, Any],
     fallback: Callable[[], tuple[str, list[dict[str, Any]]]],
+    started: Callable[[str], None] | None = None,
 ) -> Streamed:
     """Write the answer with the model and stream it into the question's thread (see the module
     docstring). Raises SlackApiError only when the finished answer could not be posted either."""
@@ -104,6 +105,8 @@ def stream_written(
     stream = client.chat_stream(channel=q.channel_id, thread_ts=q.thread_ts, recipient_team_id=q.team_id,
                                 recipient_user_id=q.user_id, buffer_size=STREAM_BUFFER)
     streaming = _send(lambda: stream.append(markdown_text=f"_{said}_\n\n"), "start", q)
+    if streaming and stream.ts and started is not None:  # recorded at once: a takeover finishes this message
+        started(str(stream.ts))
     sentences: list[Sentence] = []
     failed = False
     asked = f"{clean(q.text)[:500]} (searched for: {understood.topic or 'the newest items'})"

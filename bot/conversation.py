@@ -143,6 +143,8 @@ def answer(
         store.settle_question(q.team_id, q.channel_id, q.ts, state="answered")
         log.info("event=question_skipped reason=already_posted %s", where)
         return "already_posted"
+    # a streamed answer whose process died before it finished: that message gets the answer, no second one
+    unfinished = store.started_reply(q.team_id, q.channel_id, q.ts) if claimed == "reclaimed" else None
     try:
         _wait_for_earlier(services, q, order_wait)
         previous = None
@@ -156,7 +158,7 @@ def answer(
             _quietly(title, cut(" ".join(q.text.split()) or "Question", 120))
         items = answers.shown_items(understood, services)
         written = bool(items) and understood.action in ("search", "summarize") and \
-            services.summarizer is not None and services.summarizer.abstractive
+            services.summarizer is not None and services.summarizer.abstractive and unfinished is None
         if not written:
             text, blocks = reply_for(understood, q, services)
     except Exception:  # noqa: BLE001 - one line for the person, the trace in the log
@@ -171,9 +173,16 @@ def answer(
     try:
         if written:
             extractive = dataclasses.replace(services, summarizer=None)
-            done = answers.stream_written(client, q, understood, items, services, metadata,
-                                          lambda: reply_for(understood, q, extractive))
+            done = answers.stream_written(
+                client, q, understood, items, services, metadata,
+                lambda: reply_for(understood, q, extractive),
+                started=lambda ts: store.note_reply(q.team_id, q.channel_id, q.ts, ts))
             reply_ts, items, how = done.ts, list(done.items), done.how
+        elif unfinished is not None:
+            whole = [*blocks[: MAX_BLOCKS - 1], answers.feedback_block()]
+            client.chat_update(channel=q.channel_id, ts=unfinished, text=text, blocks=whole,
+                               metadata=metadata)
+            reply_ts, how = unfinished, "finished"
         else:
             posted = client.chat_postMessage(
                 channel=q.channel_id, thread_ts=q.thread_ts, text=text,

@@ -361,3 +361,30 @@ def test_the_feedback_command_lists_votes(bot: Bot, store: Store, database_url: 
     out = capsys.readouterr().out
     assert "-1  search speech recognition" in out and "speech-cloud" in out
     assert main(["feedback", "--since", "yesterday"]) == 2
+
+
+def test_a_stream_whose_process_died_is_finished_by_the_takeover_not_answered_twice(
+    store: Store, slack_api: FakeSlack, model: FakeOpenAI
+) -> None:
+    """The process answering died mid-stream (its message started, no metadata on it yet): the claim's
+    takeover finishes that message with the answer, and posts no second one."""
+    from bot.app import make_services
+    from bot.conversation import Question, answer
+
+    store.add_items(ITEMS)
+    settings = Settings(slack_bot_token=TOKEN, slack_api_url=slack_api.url, summary_api_url=model.url)
+    client = web_client(settings)
+    q = Question(TEAM, "D0ALICE", "U0ALICE", "speech recognition", "1700000001.000100", "1700000001.000100",
+                 "Ev1")
+    slack_api.add_message("D0ALICE", q.text, ts=q.ts, user="U0ALICE")
+    assert store.claim_question(q.team_id, q.channel_id, q.ts, q.thread_ts, "Ev1") == "claimed"
+    started = client.chat_startStream(channel=q.channel_id, thread_ts=q.ts, markdown_text="_Searched…_")
+    store.note_reply(q.team_id, q.channel_id, q.ts, str(started["ts"]))  # then the process died
+    taken = store.claim_question(q.team_id, q.channel_id, q.ts, q.thread_ts, "Ev1", stale_after=-1)
+    assert taken == "reclaimed"
+    assert answer(q, make_services(settings, store, client), client, taken) == "answered"
+    (message,) = slack_api.streamed("D0ALICE")
+    assert message.get("updated") and message["metadata"]["event_payload"] == {"message_ts": q.ts}
+    assert message["blocks"][-1]["type"] == "context_actions"
+    assert slack_api.calls_to("chat.postMessage") == []  # no second answer
+    assert store.claim_question(q.team_id, q.channel_id, q.ts, q.thread_ts, "Ev1") == "answered"

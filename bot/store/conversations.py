@@ -76,6 +76,21 @@ class ConversationsMixin(StoreBase):
                 [state, understood, reply_ts, shown, iso(utcnow()), team_id, channel_id, message_ts],
             )
 
+    def note_reply(self, team_id: str, channel_id: str, message_ts: str, reply_ts: str) -> None:
+        """Record the ts of an answer's message as soon as Slack made it (a streamed answer's, before it is
+        finished), so a takeover of the claim finishes that message instead of posting a second answer."""
+        with self._write() as db:
+            db.execute("UPDATE answered_events SET reply_ts = ?, updated_at = ? WHERE team_id = ? AND "
+                       "channel_id = ? AND message_ts = ? AND state = 'answering'",
+                       [reply_ts, iso(utcnow()), team_id, channel_id, message_ts])
+
+    def started_reply(self, team_id: str, channel_id: str, message_ts: str) -> str | None:
+        """The ts `note_reply` recorded for a claim still being answered (None: no message was started)."""
+        with self.connect(readonly=True) as db:
+            row = db.one("SELECT reply_ts FROM answered_events WHERE team_id = ? AND channel_id = ? AND "
+                         "message_ts = ? AND state = 'answering'", [team_id, channel_id, message_ts])
+            return str(row[0]) if row and row[0] else None
+
     def release_question(self, team_id: str, channel_id: str, message_ts: str) -> None:
         """Forget a claim that was not answered (the answer could not be built), so a retry may try again."""
         with self._write() as db:
