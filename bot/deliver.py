@@ -124,6 +124,7 @@ class Deliverer:
     hold: Callable[[str], float | None] | None = None
     on_ratelimited: Callable[[str, float], None] | None = None
     refill_wait: float = 0.5  # seconds before `more` is asked again after it had nothing
+    top_up_every: float = 2.0  # seconds between two asks of `more` while the pool is busy (see schedule)
     _down: dict[str, str] = field(default_factory=dict, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
@@ -249,8 +250,10 @@ class Deliverer:
         is due first, so a burst's many posts to one channel never hold a thread while it waits its turn.
 
         A worker passes `more` (called by a thread of its own whenever fewer steps than the pool are due: the
-        next channels' steps, claimed; after an empty answer it is asked again `refill_wait` seconds later,
-        and the run ends once nothing is left and `more` had nothing), `done` (told
+        next channels' steps, claimed; and every `top_up_every` seconds however busy the pool is, so that a
+        channel waiting its turn starts while the others are still posting, instead of beginning a paced
+        queue of its own once they are done; after an empty answer it is asked again `refill_wait` seconds
+        later, and the run ends once nothing is left and `more` had nothing), `done` (told
         each channel whose step ended, to release it) and `stop` (once set, no step goes on: each is closed
         at its next wait, which leaves its row pending or, with its fate unknown, `posting`). Returns when no
         step is left and `more` has nothing, or once stopped."""
@@ -264,6 +267,7 @@ class Deliverer:
         busy = 0
         finished = False  # (with `more`) nothing is left and `more` had nothing more
         dry_until = 0.0
+        asked = self.clock()  # when `more` was last asked
 
         def stopped() -> bool:
             return stop is not None and stop.is_set()
@@ -278,8 +282,8 @@ class Deliverer:
                 done(key)
 
         def feed() -> None:
-            """With `more`: keep at least a pool's worth of steps due, asking `more` for the next ones."""
-            nonlocal finished, dry_until
+            """With `more`: keep at least a pool's worth of steps due, and top up every `top_up_every` s."""
+            nonlocal finished, dry_until, asked
             assert more is not None
             while True:
                 with cond:
@@ -289,9 +293,11 @@ class Deliverer:
                             finished = True
                             cond.notify_all()
                             return
-                        if now >= dry_until and sum(1 for entry in heap if entry[0] <= now) < self.pool_size:
+                        if now >= dry_until and (now >= asked + self.top_up_every or sum(
+                                1 for entry in heap if entry[0] <= now) < self.pool_size):
                             break
-                        cond.wait(dry_until - now if now < dry_until else None)
+                        cond.wait(max(dry_until, asked + self.top_up_every) - now)
+                    asked = now
                 fresh: dict[tuple[str, str], Step] = {}
                 try:
                     fresh = more()

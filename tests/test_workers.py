@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -271,3 +272,26 @@ def test_a_run_longer_than_the_lease_keeps_its_channels(
     assert taken == []
     assert reports == [DeliveryReport(delivered=6, failed=0)]
     assert_exactly_once(slack_api, ["C1"], NEW[:6])
+
+
+def test_a_busy_pool_still_starts_the_channels_waiting_their_turn() -> None:
+    """A worker whose pool is kept busy by the channels it holds still claims the next ones every
+    `top_up_every` seconds: a channel's queue is paced, so one that starts only when the others are done
+    makes the whole run as long as its own queue again (a 40-item burst: 97 s instead of 60)."""
+    deliverer = Deliverer(lambda team: None, pool_size=1, top_up_every=0.05)
+    events: list[tuple[str, str]] = []
+
+    def channel(name: str, posts: int) -> Iterator[float]:
+        events.append(("start", name))
+        for _ in range(posts):
+            time.sleep(0.02)  # a post
+            yield deliverer.clock()  # due again at once: the one thread never runs dry
+        events.append(("end", name))
+
+    batches = [{("T1", "C1"): channel("C1", 25), ("T1", "C2"): channel("C2", 25)},
+               {("T1", "C3"): channel("C3", 1)}]
+    finished: list[tuple[str, str]] = []
+    deliverer.schedule({}, more=lambda: batches.pop(0) if batches else {}, done=finished.append)
+    assert events.index(("start", "C3")) < events.index(("end", "C1"))
+    assert events.index(("start", "C3")) < events.index(("end", "C2"))
+    assert sorted(finished) == [("T1", "C1"), ("T1", "C2"), ("T1", "C3")]
