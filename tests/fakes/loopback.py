@@ -4,18 +4,21 @@ from a daemon thread, usable as a context manager. Handlers find the stand-in th
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 
 
 class Delegate(BaseHTTPRequestHandler):
-    """Hands every GET and POST to the owning stand-in's `_serve(handler)`."""
+    """Hands every GET and POST to the owning stand-in's `_serve(handler)`; a caller gone mid-answer (a worker
+    SIGKILLed in the middle of a call) ends the request quietly, as the feed stand-in's do."""
 
     server: Any
 
     def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-        self.server.owner._serve(self)
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
+            self.server.owner._serve(self)
 
     do_GET = do_POST
 

@@ -405,16 +405,13 @@ class FakeSlack(Loopback):
             time.sleep(delay)
         body = json.dumps(answer).encode() if answer is not None else b"<html>upstream error</html>"
         self._done(call, status, answer)
-        try:
-            request.send_response(status)
-            request.send_header("Content-Type", "application/json; charset=utf-8" if answer else "text/html")
-            request.send_header("Content-Length", str(len(body)))
-            for name, value in headers.items():
-                request.send_header(name, value)
-            request.end_headers()
-            request.wfile.write(body)
-        except (BrokenPipeError, ConnectionResetError):  # the caller is gone (a worker SIGKILLed mid-call)
-            request.close_connection = True
+        request.send_response(status)
+        request.send_header("Content-Type", "application/json; charset=utf-8" if answer else "text/html")
+        request.send_header("Content-Length", str(len(body)))
+        for name, value in headers.items():
+            request.send_header(name, value)
+        request.end_headers()
+        request.wfile.write(body)
 
     def _answer(self, call: Call) -> dict[str, Any]:
         handler = self.handlers.get(call.method)
