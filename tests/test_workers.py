@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from bot.deliver import Deliverer
@@ -161,7 +162,17 @@ def test_a_429_seen_by_one_worker_holds_the_workspace_for_every_worker(
     _, env = queue(tmp_path, pg_schema_url, slack_api, 2, channels)
     slack_api.fault("chat.postMessage", channel="C00", status=429, retry_after=3, skip=1)
     store = open_store(pg_schema_url)
-    procs = start_workers(env, tmp_path, 2)
+    with store.poll_lock(name="write"), psycopg.connect(pg_schema_url, autocommit=True) as watch:
+        # every write waits until both workers have started and wait at their first (their heartbeat): one
+        # that starts late (a loaded machine) must still hold channels when the other meets the 429, or the
+        # test would prove nothing about it
+        procs = start_workers(env, tmp_path, 2)
+        deadline = time.monotonic() + 60
+        while watch.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'advisory' "
+                            "AND datname = current_database()").fetchone() != (2,):
+            assert time.monotonic() < deadline, [p.poll() for p in procs]
+            time.sleep(0.05)
+        assert store.live_workers(time.time(), 3600) == [] and slack_api.posts() == []
     holders: set[str] = set()
     while not [c for c in slack_api.calls_to("chat.postMessage") if c.status == 429]:
         holders |= {row["worker_id"] for row in store.held_channels()}
