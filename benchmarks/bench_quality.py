@@ -2,6 +2,7 @@
 set nobody tuned on, keyword-only and hybrid side by side.
 
     .venv/bin/python benchmarks/bench_quality.py [--queries A.json B.json ...] [--detail]
+        [--embeddings-url URL [--embeddings-model NAME]]
 
 The archive is tests/data/apple_ml_corpus.json (72 real Apple ML Research posts) in a temporary SQLite store.
 tests/data/judged_queries.json is the tuning set (the constants of bot/search/hybrid.py and keywords.py were
@@ -30,7 +31,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bot.search.embed import StaticModel  # noqa: E402
+from bot.errors import EmbeddingError  # noqa: E402
+from bot.search.embed import Embedder, RemoteModel, StaticModel  # noqa: E402
 from bot.search.index import SearchIndex  # noqa: E402
 from bot.search.query import parse_query  # noqa: E402
 from bot.search.related import related  # noqa: E402
@@ -101,13 +103,21 @@ def main() -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--queries", type=Path, nargs="+", default=list(SETS))
     parser.add_argument("--detail", action="store_true", help="print each query's nDCG@10 and precision")
+    parser.add_argument("--embeddings-url", help="an OpenAI-compatible embeddings endpoint "
+                        "(EMBEDDINGS_API_URL) instead of the bundled model")
+    parser.add_argument("--embeddings-model", help="the model the endpoint is asked for (EMBEDDINGS_MODEL)")
     args = parser.parse_args()
     sets = [json.loads(path.read_text(encoding="utf-8"))["queries"] for path in args.queries]
     with tempfile.TemporaryDirectory() as tmp:
         store = open_store(f"sqlite:///{tmp}/quality.db")
         store.migrate()
         store.add_items(corpus_items())
-        model = StaticModel.bundled()
+        model: Embedder = StaticModel.bundled() if not args.embeddings_url else \
+            RemoteModel(args.embeddings_url, None, args.embeddings_model, timeout=120)
+        try:
+            model.embed(["probe"])  # the index would fall back to keywords without a word
+        except EmbeddingError as exc:
+            sys.exit(f"bench_quality: {exc}")
         keyword_index = SearchIndex(store)
         hybrid_index = SearchIndex(store, model=lambda: model)
         results = []
