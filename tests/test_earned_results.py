@@ -176,3 +176,59 @@ def test_a_date_only_search_lists_the_newest_first_with_a_count(corpus: Store) -
                    key=lambda i: (i.published, i.id), reverse=True)
     assert [h.item.published for h in found.hits] == [i.published for i in dated[:5]]
     assert found.total == len(dated)
+
+
+# --- held up by questions nobody tuned for (the tuning set's second half, 2026-12-04) --------------------
+
+
+def test_a_clitic_is_not_a_word_of_its_own() -> None:
+    question = parse_query("can siri tell my voice apart from someone else's?")
+    assert question.content == ("siri", "voice", "apart")
+    assert parse_query("what if you don't have much labeled data").content == ("labeled", "data")
+    assert parse_query("Apple’s privacy").content == ("apple", "privacy")
+
+
+@pytest.mark.parametrize("meaning", [False, True])
+def test_a_common_word_is_never_taken_for_a_misspelling(corpus: Store, meaning: bool) -> None:
+    index = hybrid(corpus) if meaning else SearchIndex(corpus)
+    found = search(index, "siri voice apart", 10)
+    assert found.searched_for is None  # "apart" is no typo of "part"
+    assert search(index, "meaning of a whole document", 10).searched_for is None  # nor "whole" of "while"
+    assert search(index, "captoning", 10).searched_for == "captioning"  # a typo still is one
+
+
+@pytest.mark.parametrize(("typed", "found"), [
+    ("TTFT", ("FastVLM", "Exploring LLMs with MLX")),
+    ("PPML", ("Apple Workshop on Privacy-Preserving Machine Learning 2024",
+              "Apple Workshop on Privacy-Preserving Machine Learning & AI 2026")),
+    ("CoT", ("Trained on Tokens",)),
+])
+def test_the_glossary_knows_the_fields_common_abbreviations(corpus: Store, typed: str, found: tuple) -> None:
+    titles = [h.item.title for h in search(SearchIndex(corpus), typed, 5).hits]
+    for start in found:
+        assert any(t.startswith(start) for t in titles), (typed, start, titles)
+
+
+def test_words_typed_together_rank_the_item_holding_them_together_first(corpus: Store) -> None:
+    found = search(hybrid(corpus), "multi-task learning", 5)
+    assert found.hits[0].item.title.startswith("A Multi-Task Neural Architecture")
+
+
+def test_a_question_whose_words_no_item_holds_together_finds_the_one_holding_some_of_them(
+        corpus: Store) -> None:
+    asked = "does steering an llm toward or away from a concept make its writing worse?"
+    found = search(hybrid(corpus), asked, 5)
+    assert found.hits[0].item.title.startswith("On the Effectiveness-Fluency Trade-Off in LLM Conditioning")
+
+
+def test_matches_by_meaning_alone_are_the_few_closest(corpus: Store) -> None:
+    """Beyond the nearest, items close in meaning alone were judged relevant one time in seven (the tuning
+    set): a reply shows at most MOST_BY_MEANING of them, one beside items that match the words."""
+    from bot.search import hybrid as blend
+
+    alone = search(hybrid(corpus), "a smart speaker hearing you across a noisy room", 10)
+    assert alone.hits and all(h.by_meaning for h in alone.hits)
+    assert len(alone.hits) == alone.total <= blend.MOST_BY_MEANING
+    beside = search(hybrid(corpus), "privacy", 100)
+    assert sum(h.by_meaning for h in beside.hits) <= blend.MOST_BY_MEANING_MATCHED
+    assert sum(not h.by_meaning for h in beside.hits) >= 10

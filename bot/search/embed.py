@@ -18,7 +18,6 @@ fails, it logs one line and the bundled model is used instead.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import logging
 import mmap
@@ -31,6 +30,7 @@ import numpy as np
 
 from bot.errors import EmbeddingError, FeedError
 from bot.feed import Deadline, read_capped
+from bot.search.words import TOKENIZER, package_root
 
 if TYPE_CHECKING:
     import httpx
@@ -64,12 +64,11 @@ def unit(rows: np.ndarray) -> np.ndarray:
 
 def bundled_files() -> tuple[Path, Path]:
     """The bundled model's weights and tokenizer, in the installed wordllama package (not imported)."""
-    spec = importlib.util.find_spec("wordllama")
-    if spec is None or not spec.submodule_search_locations:
+    root = package_root("wordllama")
+    if root is None:
         raise EmbeddingError("the bundled embedding model is not installed (no wordllama package)")
-    root = Path(next(iter(spec.submodule_search_locations)))
     return (root / "weights" / f"{BUNDLED_CONFIG}_{BUNDLED_DIM}.safetensors",
-            root / "tokenizers" / f"{BUNDLED_CONFIG}_tokenizer_config.json")
+            root.joinpath(*TOKENIZER))
 
 
 SAFETENSORS_DTYPES = {"F16": np.float16, "F32": np.float32}

@@ -5,10 +5,13 @@
 
 Any loose word may match (OR), a quoted phrase matches as a phrase, the last word typed without a space after
 it also matches as a prefix (the most frequent MAX_PREFIX_TERMS indexed terms starting with it). A word of
-MIN_FUZZY_CHARS or more letters that matches no indexed term is searched fuzzily (edit distance 1; 2 when its
-stem has LONG_WORD_CHARS letters), and `searched_for` says what was searched for instead. The glossary's other
-forms of a term the query names are OR-ed in at EXPANSION_BOOST. Filters select, they do not score. Queries
-are built with tantivy.Query constructors only (never its query parser): any user string is safe.
+MIN_FUZZY_CHARS or more letters that matches no indexed term and is no common English word (`words.english`:
+"apart" is not a typo of "part") is searched fuzzily (edit distance 1; 2 when its stem has LONG_WORD_CHARS
+letters), never as a filler word ("barely" is not "are"), and `searched_for` says what was searched for.
+The glossary's other forms of a term the query names are OR-ed in at EXPANSION_BOOST; two words typed next to
+each other score PAIR_BOOST more where they stand together (a word between allowed). Filters select, they do
+not score. Queries are built with tantivy.Query constructors only (never its query parser): any user string
+is safe.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from bot.search import glossary
 from bot.search.analysis import terms
 from bot.search.engine import SCHEMA, TEXT_FIELDS, Snapshot, items
 from bot.search.query import Query
+from bot.search.words import FILLER, english
 from bot.store import Store
 
 MIN_FUZZY_CHARS = 5
@@ -35,6 +39,8 @@ FUZZY_SAMPLE = 20  # documents read to name the word a fuzzy match found
 SHOULD = tantivy.Occur.Should
 _WORDS = re.compile(r"[^\W_]+")
 EXPANSION_BOOST = 0.5  # a glossary form the query did not use weighs this much of the words it did
+PAIR_BOOST = 1.0  # two words typed next to each other and found next to each other (a word between) score so
+PAIR_SLOP = 1
 
 
 def combined(clauses: list[tuple[tantivy.Occur, tantivy.Query]]) -> tantivy.Query:
@@ -52,9 +58,9 @@ def _term(word: str) -> tantivy.Query:
     return _fields({name: tantivy.Query.term_query(SCHEMA, name, word) for name, _ in TEXT_FIELDS})
 
 
-def _phrase(words: list[str | tuple[int, str]], fields: tuple[str, ...]) -> tantivy.Query:
+def _phrase(words: list[str | tuple[int, str]], fields: tuple[str, ...], slop: int = 0) -> tantivy.Query:
     queries = {
-        name: tantivy.Query.phrase_query(SCHEMA, name, words) if len(words) > 1
+        name: tantivy.Query.phrase_query(SCHEMA, name, words, slop) if len(words) > 1
         else tantivy.Query.term_query(SCHEMA, name, words[0])
         for name in fields
     }
@@ -93,6 +99,7 @@ class Words:
     required: int  # how many of the loose words (each with its other forms) an item must hold
     known: int = 0  # how many of the words some item holds (a made-up word is in none)
     missing: tuple[str, ...] = ()  # the words no item holds, as typed
+    some: tantivy.Query | None = None  # any of the words (when more than one is needed): who holds some
 
 
 def required(loose: int) -> int:
@@ -117,16 +124,18 @@ def text_query(
     in_phrases = {w for phrase in query.phrases for w in phrase}
     loose = [w for w in query.content if w not in in_phrases]
     forms = _glossary_forms(loose, expansions or [])
+    paired: list[str | None] = []  # each loose word's one indexed term, in the order typed (None: none)
     for n, word in enumerate(loose):
         stems = terms(word)
         if not stems:
             continue
+        paired.append(stems[0] if len(stems) == 1 and _known(searcher, stems[0]) else None)
         alternatives = list(dict.fromkeys(stems))
         if query.prefix_last and n == len(loose) - 1 and word == query.terms[-1]:
             alternatives += [t for t in _prefixed(searcher, word) if t not in alternatives]
         parts: list[tantivy.Query]
         indexed = any(_known(searcher, t) for t in alternatives)
-        if indexed or len(word) < MIN_FUZZY_CHARS or len(stems) > 1:
+        if indexed or len(word) < MIN_FUZZY_CHARS or len(stems) > 1 or english(word):
             parts = [_term(t) for t in alternatives]
             shown.append(word)
             searched.append(word)
@@ -167,8 +176,17 @@ def text_query(
     else:
         parts_of = [(tantivy.Occur.Must, m) for m in musts] + [(SHOULD, c) for c in clauses]
         text = tantivy.Query.boolean_query(parts_of, need if clauses else None)
+    pairs = [tantivy.Query.boost_query(_phrase([a, b], tuple(name for name, _ in TEXT_FIELDS), PAIR_SLOP),
+                                       PAIR_BOOST)
+             for a, b in zip(paired, paired[1:], strict=False) if a and b]
+    if pairs and PAIR_BOOST:  # words found together score more than the same words apart
+        text = tantivy.Query.boolean_query([(tantivy.Occur.Must, text), *((SHOULD, p) for p in pairs)])
     known = len(clauses) - len(missing) + len(musts)
-    return Words(text, " ".join(shown) if corrected else None, tuple(searched), need, known, tuple(missing))
+    some = None
+    if len(clauses) + len(musts) > 1 and (need > 1 or musts):
+        some = tantivy.Query.boolean_query([(SHOULD, c) for c in [*musts, *clauses]])
+    return Words(text, " ".join(shown) if corrected else None, tuple(searched), need, known, tuple(missing),
+                 some)
 
 
 def _glossary_forms(
@@ -220,7 +238,7 @@ def _nearest(snapshot: Snapshot, stem: str, store: Store) -> tuple[str, str] | N
     for item in items(store, sample):
         for surface in _WORDS.findall(f"{item.title} {item.summary} {' '.join(item.authors)}".lower()):
             found = terms(surface)
-            if len(found) == 1 and abs(len(found[0]) - len(stem)) <= distance \
+            if len(found) == 1 and surface not in FILLER and abs(len(found[0]) - len(stem)) <= distance \
                     and len(letters.symmetric_difference(found[0])) <= 2 * distance:
                 surfaces.setdefault(found[0], Counter())[surface] += 1
     near = [(edits(stem, t), -_frequency(searcher, t), t) for t in surfaces]

@@ -32,6 +32,9 @@ MAX_LIMIT = 100
 MIN_PREFIX_CHARS = 3
 
 _WORD = re.compile(r"\w+", re.UNICODE)
+# An English clitic ("someone else's", "don't", "who've"): dropped, so it never becomes a word of its own
+# ("s", "t") and the word it leans on is searched as itself ("apple's" is "apple"; "don" is filler).
+_CLITIC = re.compile(r"(?<=[^\W\d_])['’](?:s|t|m|re|ve|ll|d)(?![^\W_])", re.IGNORECASE)
 _FILTER = re.compile(r"(?<!\S)(since|until|type):(\S*)", re.IGNORECASE)
 # author:"First Last", author:“First Last” (Slack's smart quotes) or author:Name; matches authors only.
 _PHRASE = re.compile(r"\"([^\"]*)\"|“([^”]*)”")
@@ -81,7 +84,7 @@ def parse_query(text: str, *, every_word: bool = False) -> Query:
             if kind is None:
                 raise SearchError(f"type: must be paper or update, got {value[:20]!r}.")
     authors = _authors(text)
-    rest = _FILTER.sub(" ", _AUTHOR.sub(" ", text))
+    rest = _CLITIC.sub("", _FILTER.sub(" ", _AUTHOR.sub(" ", text)))
     words = [w.lower() for w in _WORD.findall(rest)]
     unique = list(dict.fromkeys(w for w in words if w != "_"))[:MAX_TERMS]
     phrases = []

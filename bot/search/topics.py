@@ -7,7 +7,8 @@ topic's vector and the item's are similar enough, or when the item holds every w
 The poll's routing step (`bot.route`) calls it before ingest, once for all new items and every topic of
 the audience; the label it returns is kept in the delivery row and shown on the post, so the post says why
 it matched.
-THRESHOLD was tuned on tests/data/judged_queries.json: every (query, post) pair, relevant when judged 2 or 3,
+THRESHOLD was tuned on tests/data/judged_queries.json (its first 58 queries, before those added on
+2026-12-04): every (query, post) pair, relevant when judged 2 or 3,
 cosine similarity of the bundled model with the glossary's forms added to the query; 0.42 gives the best F1
 (precision 0.61, recall 0.45; 0.40: 0.57 / 0.49; 0.46: 0.74 / 0.38). When the model cannot be loaded, topics
 match by their words only (and the label says so).

@@ -7,15 +7,21 @@
                "privacy"), kept when it holds nothing else ("search apple" searches for "apple").
 
     content(["what", "has", "apple", "published", "on", "privacy"]) -> ["privacy"]
+    english("apart") -> True: a word English spells so (never corrected to "part")
 """
 
 from __future__ import annotations
 
+import importlib.util
+import json
+import re
 from collections.abc import Sequence
+from functools import cache
+from pathlib import Path
 
-_STOP = """a about an and any are as at be by can do does for from has have how i in into is it its me of on
-or our say says show shows tell than that the their there these this to was we what when where which who why
-with you your"""
+_STOP = """a about an and any are as at be by can do does for from has have how i if in into is it its me of
+on or our say says show shows tell than that the their there these this to was we what when where which who
+why with you your"""
 STOPWORDS = frozenset(_STOP.split())
 
 # Question words, filler, words that every item of the archive shares, and time words (the date filters a
@@ -34,6 +40,9 @@ also only just but now then same ok okay plus
 today yesterday week weeks month months year years latest newest lately ago last past since until
 anything everything else there's here's been
 make makes making made better best good improve improves improving improved way ways use uses using used
+looked worked someone somebody everyone everybody going gonna actually really very quite maybe probably
+especially particularly specifically bot guys folks put much many lot lots so own other another each every
+don doesn didn isn aren wasn weren haven hasn hadn won wouldn shouldn couldn
 """
 # Filler beyond STOPWORDS is dropped only from a question or a longer query: two words typed as a search are
 # meant as typed ("hey siri", "apple privacy").
@@ -50,3 +59,32 @@ def content(words: Sequence[str], question: bool = True) -> list[str]:
         words = words[1:]
     kept = [w for w in words if w not in dropped]
     return kept or list(words)
+
+
+# The bundled model's tokenizer (Llama 2's, in the wordllama wheel): its whole-word tokens are the ~15,000
+# most common words of its English text.
+TOKENIZER = ("tokenizers", "l2_supercat_tokenizer_config.json")
+_WHOLE_WORD = re.compile(r"▁([a-z]{3,})")
+
+
+def package_root(name: str) -> Path | None:
+    """Where an installed package's files are, without importing it (None: not installed)."""
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+@cache
+def _dictionary() -> frozenset[str]:
+    root = package_root("wordllama")
+    if root is None:
+        return frozenset()
+    vocab = json.loads(root.joinpath(*TOKENIZER).read_text(encoding="utf-8"))["model"]["vocab"]
+    return frozenset(m.group(1) for token in vocab if (m := _WHOLE_WORD.fullmatch(token)))
+
+
+def english(word: str) -> bool:
+    """Whether `word` (lower case) is a common English word as written: one the bundled tokenizer holds whole
+    ("apart", "whole", "never"), or a filler word. Such a word is never taken for a misspelling of another."""
+    return word in FILLER or word in _dictionary()
