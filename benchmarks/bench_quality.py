@@ -13,6 +13,7 @@ queries was run, and is never tuned on: its figures are what users get. Per kind
 - shown precision: the share of the results a reply shows (at most five) that are judged relevant (any
   grade); a query with nothing relevant counts 1.0 when nothing is shown, 0.0 otherwise; a query shown
   nothing while something is relevant counts 0.0.
+By meaning alone: of the shown results marked `by_meaning` (hybrid), the share judged relevant.
 Related: the share of each judged item's three related items (bot.search.related) that share a topic with
 it (both graded 2 or 3 for some query of either set). Keyword-only is the SearchIndex without a model (BM25
 with the glossary); hybrid adds the bundled embedding model. No asserts: it reports.
@@ -83,6 +84,13 @@ def evaluate(index: SearchIndex, queries: list[dict], detail: bool = False) -> d
     return {kind: {name: sum(v) / len(v) for name, v in values.items()} for kind, values in per.items()}
 
 
+def by_meaning_share(index: SearchIndex, queries: list[dict]) -> tuple[int, int]:
+    """Of the shown results found by meaning alone (`by_meaning`): how many judged relevant, of how many."""
+    shown = [(h, q) for q in queries for h in index.search(parse_query(q["query"]), 10).hits[:SHOWN]
+             if h.by_meaning]
+    return sum(1 for h, q in shown if q["relevant"].get(h.item.id, 0) > 0), len(shown)
+
+
 def related_share(index: SearchIndex, store, sets: list[list[dict]]) -> float:  # type: ignore[no-untyped-def]
     """The share of judged items' three related items that share a judged topic with them."""
     topics: dict[str, set[int]] = defaultdict(set)
@@ -125,10 +133,11 @@ def main() -> None:
             if args.detail:
                 print(f"{path.name}: keyword, then hybrid")
             results.append((path, queries, evaluate(keyword_index, queries, args.detail),
-                            evaluate(hybrid_index, queries, args.detail)))
+                            evaluate(hybrid_index, queries, args.detail),
+                            by_meaning_share(hybrid_index, queries)))
         shares = related_share(hybrid_index, store, sets)
     print(f"Search quality over {CORPUS.name} ({model.name}); keyword-only | hybrid")
-    for path, queries, keyword, hybrid in results:
+    for path, queries, keyword, hybrid, (right, marked) in results:
         counts: dict[str, int] = defaultdict(int)
         for q in queries:
             counts[q["kind"]] += 1
@@ -141,6 +150,7 @@ def main() -> None:
             n = len(queries) if kind == "all" else counts[kind]
             print(f"{kind:<12}{n:>8}{k['ndcg']:>8.3f}{h['ndcg']:>8.3f}{k['recall']:>8.3f}{h['recall']:>8.3f}"
                   f"{k['precision']:>10.3f}{h['precision']:>10.3f}")
+        print(f"shown results found by meaning alone (hybrid): {marked}, {right} of them judged relevant")
     print(f"\nrelated items sharing a judged topic (hybrid, 3 per judged item): {shares:.1%}")
 
 

@@ -30,7 +30,7 @@ import numpy as np
 
 from bot.errors import EmbeddingError, FeedError
 from bot.feed import Deadline, read_capped
-from bot.search.words import TOKENIZER, package_root
+from bot.search.words import BUNDLED_CONFIG, TOKENIZER, package_root
 
 if TYPE_CHECKING:
     import httpx
@@ -39,7 +39,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("bot.embed")
 
-BUNDLED_CONFIG = "l2_supercat"
 BUNDLED_DIM = 256
 BUNDLED_NAME = f"wordllama-{BUNDLED_CONFIG}-{BUNDLED_DIM}"
 MAX_TEXT_CHARS = 4000  # of one text embedded (a title and an abstract fit)

@@ -11,8 +11,8 @@ Who earns a place:
   mean over the items the filters allow (WORDS_MATCHED_Z more when some items match the words; only SOME_Z
   when it holds some of the words), is at least MEANING_FLOOR, and at least NEAR_TOP (NEAR_TOP_ALONE when no
   item matches the words) of the nearest item's; of those, only the MOST_BY_MEANING best
-  (MOST_BY_MEANING_MATCHED when some items match the words). With the bundled model, the items beyond the
-  nearest that stood out so were judged relevant about one time in seven on the tuning set: more is padding.
+  (MOST_BY_MEANING_MATCHED when some items match the words). With the bundled model and no cap, three in
+  four shown that way were judged irrelevant on the tuning set (bench_quality): more is padding.
 Nothing else: a reply may hold one result, or none, and `total` says how many earned a place.
 
 The order: items that match the words first (TIER), each by KEYWORD_WEIGHT x its keyword score (BM25) as a

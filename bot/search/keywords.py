@@ -39,8 +39,8 @@ FUZZY_SAMPLE = 20  # documents read to name the word a fuzzy match found
 SHOULD = tantivy.Occur.Should
 _WORDS = re.compile(r"[^\W_]+")
 EXPANSION_BOOST = 0.5  # a glossary form the query did not use weighs this much of the words it did
-PAIR_BOOST = 1.0  # two words typed next to each other and found next to each other (a word between) score so
-PAIR_SLOP = 1
+PAIR_BOOST = 1.0  # the weight of two words typed next to each other where an item holds them together
+PAIR_SLOP = 1  # ... with at most this many words between them
 
 
 def combined(clauses: list[tuple[tantivy.Occur, tantivy.Query]]) -> tantivy.Query:
@@ -129,12 +129,13 @@ def text_query(
         stems = terms(word)
         if not stems:
             continue
-        paired.append(stems[0] if len(stems) == 1 and _known(searcher, stems[0]) else None)
+        first = _known(searcher, stems[0])
+        paired.append(stems[0] if len(stems) == 1 and first else None)
         alternatives = list(dict.fromkeys(stems))
         if query.prefix_last and n == len(loose) - 1 and word == query.terms[-1]:
             alternatives += [t for t in _prefixed(searcher, word) if t not in alternatives]
         parts: list[tantivy.Query]
-        indexed = any(_known(searcher, t) for t in alternatives)
+        indexed = first or any(_known(searcher, t) for t in alternatives[1:])
         if indexed or len(word) < MIN_FUZZY_CHARS or len(stems) > 1 or english(word):
             parts = [_term(t) for t in alternatives]
             shown.append(word)
@@ -179,7 +180,7 @@ def text_query(
     pairs = [tantivy.Query.boost_query(_phrase([a, b], tuple(name for name, _ in TEXT_FIELDS), PAIR_SLOP),
                                        PAIR_BOOST)
              for a, b in zip(paired, paired[1:], strict=False) if a and b]
-    if pairs and PAIR_BOOST:  # words found together score more than the same words apart
+    if pairs:  # words found together score more than the same words apart
         text = tantivy.Query.boolean_query([(tantivy.Occur.Must, text), *((SHOULD, p) for p in pairs)])
     known = len(clauses) - len(missing) + len(musts)
     some = None

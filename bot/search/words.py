@@ -61,9 +61,10 @@ def content(words: Sequence[str], question: bool = True) -> list[str]:
     return kept or list(words)
 
 
-# The bundled model's tokenizer (Llama 2's, in the wordllama wheel): its whole-word tokens are the ~15,000
-# most common words of its English text.
-TOKENIZER = ("tokenizers", "l2_supercat_tokenizer_config.json")
+# The bundled model (bot.search.embed) and its tokenizer (Llama 2's, in the wordllama wheel), whose whole-word
+# tokens of three letters or more are about 9,000 common English words.
+BUNDLED_CONFIG = "l2_supercat"
+TOKENIZER = ("tokenizers", f"{BUNDLED_CONFIG}_tokenizer_config.json")
 _WHOLE_WORD = re.compile(r"▁([a-z]{3,})")
 
 
