@@ -13,7 +13,8 @@ queries was run, and is never tuned on: its figures are what users get. Per kind
 - shown precision: the share of the results a reply shows (at most five) that are judged relevant (any
   grade); a query with nothing relevant counts 1.0 when nothing is shown, 0.0 otherwise; a query shown
   nothing while something is relevant counts 0.0.
-By meaning alone: of the shown results marked `by_meaning` (hybrid), the share judged relevant.
+By meaning alone: of the shown results marked `by_meaning` (hybrid), the share judged relevant. Queries
+nothing is relevant to (about what no post covers): how many each search answers with nothing, as it should.
 Related: the share of each judged item's three related items (bot.search.related) that share a topic with
 it (both graded 2 or 3 for some query of either set). Keyword-only is the SearchIndex without a model (BM25
 with the glossary); hybrid adds the bundled embedding model. No asserts: it reports.
@@ -91,6 +92,12 @@ def by_meaning_share(index: SearchIndex, queries: list[dict]) -> tuple[int, int]
     return sum(1 for h, q in shown if q["relevant"].get(h.item.id, 0) > 0), len(shown)
 
 
+def answered_with_nothing(index: SearchIndex, queries: list[dict]) -> tuple[int, int]:
+    """Of the queries nothing is relevant to: how many are answered with no result, of how many."""
+    empty = [q for q in queries if not any(q["relevant"].values())]
+    return sum(1 for q in empty if not index.search(parse_query(q["query"]), 10).hits), len(empty)
+
+
 def related_share(index: SearchIndex, store, sets: list[list[dict]]) -> float:  # type: ignore[no-untyped-def]
     """The share of judged items' three related items that share a judged topic with them."""
     topics: dict[str, set[int]] = defaultdict(set)
@@ -134,10 +141,12 @@ def main() -> None:
                 print(f"{path.name}: keyword, then hybrid")
             results.append((path, queries, evaluate(keyword_index, queries, args.detail),
                             evaluate(hybrid_index, queries, args.detail),
-                            by_meaning_share(hybrid_index, queries)))
+                            by_meaning_share(hybrid_index, queries),
+                            answered_with_nothing(keyword_index, queries),
+                            answered_with_nothing(hybrid_index, queries)))
         shares = related_share(hybrid_index, store, sets)
     print(f"Search quality over {CORPUS.name} ({model.name}); keyword-only | hybrid")
-    for path, queries, keyword, hybrid, (right, marked) in results:
+    for path, queries, keyword, hybrid, (right, marked), (k_none, empty), (h_none, _) in results:
         counts: dict[str, int] = defaultdict(int)
         for q in queries:
             counts[q["kind"]] += 1
@@ -148,10 +157,18 @@ def main() -> None:
                 continue
             k, h = keyword[kind], hybrid[kind]
             n = len(queries) if kind == "all" else counts[kind]
-            print(f"{kind:<12}{n:>8}{k['ndcg']:>8.3f}{h['ndcg']:>8.3f}{k['recall']:>8.3f}{h['recall']:>8.3f}"
-                  f"{k['precision']:>10.3f}{h['precision']:>10.3f}")
+            print(f"{kind:<12}{n:>8}{k['ndcg']:>8.3f}{h['ndcg']:>8.3f}{_figure(k.get('recall'))}"
+                  f"{_figure(h.get('recall'))}{k['precision']:>10.3f}{h['precision']:>10.3f}")
         print(f"shown results found by meaning alone (hybrid): {marked}, {right} of them judged relevant")
+        if empty:
+            print(f"queries nothing is relevant to: {empty}, answered with nothing: {k_none} keyword-only, "
+                  f"{h_none} hybrid")
     print(f"\nrelated items sharing a judged topic (hybrid, 3 per judged item): {shares:.1%}")
+
+
+def _figure(value: float | None) -> str:
+    """A recall, or a dash where no query of the kind has a clearly relevant item."""
+    return f"{value:>8.3f}" if value is not None else f"{'-':>8}"
 
 
 if __name__ == "__main__":

@@ -69,7 +69,7 @@ def test_filters_apply_to_matches_by_meaning(corpus_store: Store) -> None:
 def test_both_stores_give_the_same_hybrid_top_ten(tmp_path: Path, pg_schema_url: str) -> None:
     lite = hybrid(filled(SQLiteStore(tmp_path / "parity.db")))
     pg = hybrid(filled(open_store(pg_schema_url)))
-    for query in ["shrinking a chatbot so it runs on an iPhone", "LLM", "how does Hey Siri work?",
+    for query in ["cutting out the main subject of a photo", "LLM", "how does Hey Siri work?",
                   "privacy since:2024-01-01", "voice trigger type:paper"]:
         on_sqlite, on_postgres = search(lite, query), search(pg, query)
         assert on_sqlite.hits, query
