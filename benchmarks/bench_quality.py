@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bot.errors import EmbeddingError  # noqa: E402
+from bot.models import SearchHit  # noqa: E402
 from bot.search.embed import Embedder, RemoteModel, StaticModel  # noqa: E402
 from bot.search.index import SearchIndex  # noqa: E402
 from bot.search.query import parse_query  # noqa: E402
@@ -68,11 +69,17 @@ def precision(ranked: list[str], relevant: dict[str, int]) -> float:
     return sum(1 for i in shown if relevant.get(i, 0) > 0) / len(shown)
 
 
-def evaluate(index: SearchIndex, queries: list[dict], detail: bool = False) -> dict[str, dict[str, float]]:
+def answers(index: SearchIndex, queries: list[dict]) -> list[list[SearchHit]]:
+    """Each query's hits (at most ten), searched once: every figure below is read from them."""
+    return [index.search(parse_query(q["query"]), 10).hits for q in queries]
+
+
+def evaluate(queries: list[dict], found: list[list[SearchHit]], detail: bool = False
+             ) -> dict[str, dict[str, float]]:
     """Per kind (and "all"): the mean nDCG@10, recall@10 and shown precision."""
     per: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for q in queries:
-        ranked = [h.item.id for h in index.search(parse_query(q["query"]), 10).hits]
+    for q, hits in zip(queries, found, strict=True):
+        ranked = [h.item.id for h in hits]
         scores = {"ndcg": ndcg(ranked, q["relevant"]), "recall": recall(ranked, q["relevant"]),
                   "precision": precision(ranked, q["relevant"])}
         for kind in (q["kind"], "all"):
@@ -85,17 +92,16 @@ def evaluate(index: SearchIndex, queries: list[dict], detail: bool = False) -> d
     return {kind: {name: sum(v) / len(v) for name, v in values.items()} for kind, values in per.items()}
 
 
-def by_meaning_share(index: SearchIndex, queries: list[dict]) -> tuple[int, int]:
+def by_meaning_share(queries: list[dict], found: list[list[SearchHit]]) -> tuple[int, int]:
     """Of the shown results found by meaning alone (`by_meaning`): how many judged relevant, of how many."""
-    shown = [(h, q) for q in queries for h in index.search(parse_query(q["query"]), 10).hits[:SHOWN]
-             if h.by_meaning]
+    shown = [(h, q) for q, hits in zip(queries, found, strict=True) for h in hits[:SHOWN] if h.by_meaning]
     return sum(1 for h, q in shown if q["relevant"].get(h.item.id, 0) > 0), len(shown)
 
 
-def answered_with_nothing(index: SearchIndex, queries: list[dict]) -> tuple[int, int]:
+def answered_with_nothing(queries: list[dict], found: list[list[SearchHit]]) -> tuple[int, int]:
     """Of the queries nothing is relevant to: how many are answered with no result, of how many."""
-    empty = [q for q in queries if not any(q["relevant"].values())]
-    return sum(1 for q in empty if not index.search(parse_query(q["query"]), 10).hits), len(empty)
+    empty = [hits for q, hits in zip(queries, found, strict=True) if not any(q["relevant"].values())]
+    return sum(1 for hits in empty if not hits), len(empty)
 
 
 def related_share(index: SearchIndex, store, sets: list[list[dict]]) -> float:  # type: ignore[no-untyped-def]
@@ -139,11 +145,12 @@ def main() -> None:
         for path, queries in zip(args.queries, sets, strict=True):
             if args.detail:
                 print(f"{path.name}: keyword, then hybrid")
-            results.append((path, queries, evaluate(keyword_index, queries, args.detail),
-                            evaluate(hybrid_index, queries, args.detail),
-                            by_meaning_share(hybrid_index, queries),
-                            answered_with_nothing(keyword_index, queries),
-                            answered_with_nothing(hybrid_index, queries)))
+            by_keyword, by_hybrid = answers(keyword_index, queries), answers(hybrid_index, queries)
+            results.append((path, queries, evaluate(queries, by_keyword, args.detail),
+                            evaluate(queries, by_hybrid, args.detail),
+                            by_meaning_share(queries, by_hybrid),
+                            answered_with_nothing(queries, by_keyword),
+                            answered_with_nothing(queries, by_hybrid)))
         shares = related_share(hybrid_index, store, sets)
     print(f"Search quality over {CORPUS.name} ({model.name}); keyword-only | hybrid")
     for path, queries, keyword, hybrid, (right, marked), (k_none, empty), (h_none, _) in results:

@@ -15,8 +15,8 @@ Who earns a place:
   four shown that way were judged irrelevant on the tuning set (bench_quality): more is padding. When the
   query names what no item holds (two of its words are in no item, or one of a query of one or two words:
   "3d printing", "forecasting stock prices"), the floor is MISSING_FLOOR: the archive is most likely not
-  about it, and the nearest items are the best of a bad lot (before it, 26 of the tuning set's 32 queries
-  about what no post covers showed unrelated items close in meaning alone; with it, 3).
+  about it, and the nearest items are the best of a bad lot (of the tuning set's 32 queries about what no
+  post covers, 29 got results before it, 6 with it; bench_quality).
 Nothing else: a reply may hold one result, or none, and `total` says how many earned a place.
 
 The order: items that match the words first (TIER), each by KEYWORD_WEIGHT x its keyword score (BM25) as a
