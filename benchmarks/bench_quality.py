@@ -16,7 +16,8 @@ queries was run, and is never tuned on: its figures are what users get. Per kind
 By meaning alone: of the shown results marked `by_meaning` (hybrid), the share judged relevant. Queries
 nothing is relevant to (about what no post covers): how many each search answers with nothing, as it should.
 Related: the share of each judged item's three related items (bot.search.related) that share a topic with
-it (both graded 2 or 3 for some query of either set). Keyword-only is the SearchIndex without a model (BM25
+it (both graded 2 or 3 for some query of either set), and the most any ranking could score (some items share
+a topic with fewer than three others). Keyword-only is the SearchIndex without a model (BM25
 with the glossary); hybrid adds the bundled embedding model. No asserts: it reports.
 """
 
@@ -104,19 +105,23 @@ def answered_with_nothing(queries: list[dict], found: list[list[SearchHit]]) -> 
     return sum(1 for hits in empty if not hits), len(empty)
 
 
-def related_share(index: SearchIndex, store, sets: list[list[dict]]) -> float:  # type: ignore[no-untyped-def]
-    """The share of judged items' three related items that share a judged topic with them."""
+def related_share(index: SearchIndex, store, sets: list[list[dict]]  # type: ignore[no-untyped-def]
+                  ) -> tuple[float, int, float]:
+    """The share of judged items' three related items that share a judged topic with them, how many were
+    listed, and the most any ranking could score (an item with fewer than three others sharing a topic
+    cannot fill its three)."""
     topics: dict[str, set[int]] = defaultdict(set)
     for n, q in enumerate(q for queries in sets for q in queries):
         for link, grade in q["relevant"].items():
             if grade >= 2:
                 topics[link].add(n)
-    shared = total = 0
+    shared = total = best = 0
     for item in store.get_items(sorted(topics)).values():
         for near in related(index, item, 3):
             total += 1
             shared += bool(topics[item.id] & topics.get(near.item.id, set()))
-    return shared / total if total else 0.0
+        best += min(3, sum(1 for other in topics if other != item.id and topics[item.id] & topics[other]))
+    return (shared / total if total else 0.0), total, best / (3 * len(topics)) if topics else 0.0
 
 
 def main() -> None:
@@ -151,7 +156,8 @@ def main() -> None:
                             by_meaning_share(queries, by_hybrid),
                             answered_with_nothing(queries, by_keyword),
                             answered_with_nothing(queries, by_hybrid)))
-        shares = related_share(hybrid_index, store, sets)
+        keyword_related, hybrid_related = (related_share(keyword_index, store, sets),
+                                           related_share(hybrid_index, store, sets))
     print(f"Search quality over {CORPUS.name} ({model.name}); keyword-only | hybrid")
     for path, queries, keyword, hybrid, (right, marked), (k_none, empty), (h_none, _) in results:
         counts: dict[str, int] = defaultdict(int)
@@ -170,7 +176,9 @@ def main() -> None:
         if empty:
             print(f"queries nothing is relevant to: {empty}, answered with nothing: {k_none} keyword-only, "
                   f"{h_none} hybrid")
-    print(f"\nrelated items sharing a judged topic (hybrid, 3 per judged item): {shares:.1%}")
+    (k_share, k_listed, most), (h_share, h_listed, _) = keyword_related, hybrid_related
+    print(f"\nrelated items sharing a judged topic (3 asked per judged item): {k_share:.1%} of {k_listed} "
+          f"listed keyword-only, {h_share:.1%} of {h_listed} hybrid; the most any ranking could: {most:.1%}")
 
 
 def _figure(value: float | None) -> str:

@@ -21,7 +21,7 @@ from bot.search import keywords
 from bot.search.embed import StaticModel
 from bot.search.index import SearchIndex
 from bot.search.query import parse_query, search
-from bot.search.related import find_item
+from bot.search.related import find_item, related
 from bot.store import Store
 from bot.summarize import Summarizer
 from tests.fakes.archive import corpus_items
@@ -152,6 +152,33 @@ def test_related_words_that_name_no_item_say_so(store: Store) -> None:
     with pytest.raises(NothingFound) as caught:
         find_item(hybrid(store), "hey siri")
     assert "No item in the archive matches" in str(caught.value)
+
+
+@pytest.mark.parametrize("title, near", [
+    ("Personalized Hey Siri", ["Voice Trigger System for Siri"]),
+    ("Progressive Voice Trigger Detection", ["Voice Trigger System for Siri"]),
+    ("BalCapRL", ["MobileCLIP: Fast Image-Text Models", "FastVLM: Efficient Vision Encoding"]),
+])
+def test_related_items_share_the_words_as_well_as_the_meaning(corpus: Store, title: str, near: list[str]
+                                                              ) -> None:
+    """The bundled model alone put a Siri voice-trigger paper's own kin below papers that share its meaning
+    only loosely (and a captioning paper's below a workshop report): the rarest words they share count too."""
+    index = hybrid(corpus)
+    item = find_item(index, title)
+    found = [r.item.title for r in related(index, item, 3)]
+    for start in near:
+        assert any(t.startswith(start) for t in found), (start, found)
+
+
+def test_related_without_a_model_lists_as_many_items_as_asked_by_their_words(corpus: Store) -> None:
+    """Without search by meaning (a model that failed, or still loading), the nearest by words: every item
+    gets as many as asked (its title searched as a query found one or two for some), each sharing words."""
+    index = SearchIndex(corpus)
+    for item in corpus_items()[:24]:
+        found = related(index, item, 5, corpus)
+        assert len(found) == 5 and item.id not in [r.item.id for r in found], item.title
+        assert all(r.shares for r in found), item.title
+        assert [r.score for r in found] == sorted((r.score for r in found), reverse=True)
 
 
 def test_a_summary_quotes_only_sentences_about_the_topic(corpus: Store) -> None:

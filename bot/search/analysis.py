@@ -28,6 +28,7 @@ def analyzer() -> tantivy.TextAnalyzer:
 
 
 _ANALYZER = analyzer()
+CACHED_CHARS = 200  # texts this short (words, queries, titles) keep their terms; an abstract is analyzed anew
 
 
 @lru_cache(maxsize=4096)
@@ -36,8 +37,9 @@ def _terms(text: str) -> tuple[str, ...]:
 
 
 def terms(text: str) -> list[str]:
-    """The indexed terms of `text`, in order (repeats kept)."""
-    return list(_terms(text))
+    """The indexed terms of `text`, in order (repeats kept). Only short texts are remembered: 4,096 abstracts
+    with their terms would hold tens of MB."""
+    return list(_terms(text)) if len(text) <= CACHED_CHARS else _ANALYZER.analyze(text)
 
 
 _INFLECTIONS = ("ies", "es", "s", "ing", "ed")

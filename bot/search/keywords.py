@@ -54,7 +54,8 @@ def _fields(query_for: dict[str, tantivy.Query]) -> tantivy.Query:
     return tantivy.Query.boolean_query([(tantivy.Occur.Should, q) for q in boosted])
 
 
-def _term(word: str) -> tantivy.Query:
+def word_query(word: str) -> tantivy.Query:
+    """An indexed term in any text field, each field at its weight."""
     return _fields({name: tantivy.Query.term_query(SCHEMA, name, word) for name, _ in TEXT_FIELDS})
 
 
@@ -137,7 +138,7 @@ def text_query(
         parts: list[tantivy.Query]
         indexed = first or any(_known(searcher, t) for t in alternatives[1:])
         if indexed or len(word) < MIN_FUZZY_CHARS or len(stems) > 1 or english(word):
-            parts = [_term(t) for t in alternatives]
+            parts = [word_query(t) for t in alternatives]
             shown.append(word)
             searched.append(word)
             if not indexed:
@@ -145,13 +146,13 @@ def text_query(
         else:
             correction = _correct(snapshot, word, stems[0], store)
             if correction is None:
-                parts = [_term(t) for t in alternatives]
+                parts = [word_query(t) for t in alternatives]
                 shown.append(word)
                 searched.append(word)
                 missing.append(word)
             else:
                 term, surface = correction
-                parts = [_term(term)]
+                parts = [word_query(term)]
                 shown.append(surface)
                 searched.append(surface)
                 corrected = True
