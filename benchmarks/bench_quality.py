@@ -1,5 +1,5 @@
-"""Search quality on two judged query sets, per kind of query: the set the ranking was tuned on and a held-out
-set nobody tuned on, keyword-only and hybrid side by side.
+"""Search quality on three judged query sets, per kind of query: the set the ranking was tuned on and two
+held-out sets nobody tuned on, keyword-only and hybrid side by side.
 
     .venv/bin/python benchmarks/bench_quality.py [--queries A.json B.json ...] [--detail]
         [--embeddings-url URL [--embeddings-model NAME]]
@@ -7,7 +7,11 @@ set nobody tuned on, keyword-only and hybrid side by side.
 The archive is tests/data/apple_ml_corpus.json (72 real Apple ML Research posts) in a temporary SQLite store.
 tests/data/judged_queries.json is the tuning set (the constants of bot/search/hybrid.py and keywords.py were
 chosen on it); tests/data/heldout_queries.json was written and judged from the post texts before any of its
-queries was run, and is never tuned on: its figures are what users get. Per kind:
+queries was run, and is never tuned on: its figures are what users get. tests/data/plain_queries.json (40
+descriptions and questions in everyday words) was written and judged from the post texts by a helper session
+that saw no ranking, no search code, no other query set and not the glossary's plain words, which were written
+without seeing it; its figures are the cleanest measure of the plain words (the other held-out set had been
+read before they were written). Per kind:
 - nDCG@10 (grades 3 / 2 / 1);
 - recall@10 of the clearly relevant items (grade 2 or 3);
 - shown precision: the share of the results a reply shows (at most five) that are judged relevant (any
@@ -44,7 +48,7 @@ from bot.store import open_store  # noqa: E402
 from tests.fakes.archive import CORPUS, corpus_items  # noqa: E402
 
 DATA = ROOT / "tests" / "data"
-SETS = (DATA / "judged_queries.json", DATA / "heldout_queries.json")
+SETS = (DATA / "judged_queries.json", DATA / "heldout_queries.json", DATA / "plain_queries.json")
 KINDS = ("acronym", "description", "question", "keyword")
 SHOWN = 5  # results a reply shows
 

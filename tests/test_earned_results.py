@@ -135,8 +135,8 @@ def test_a_query_about_what_no_item_covers_is_answered_with_nothing(corpus: Stor
 
 
 def test_a_description_missing_an_everyday_word_still_finds_its_match_by_meaning(corpus: Store) -> None:
-    found = search(hybrid(corpus), "cutting out the main subject of a photo", 10)
-    assert found.missing == ("cutting",)
+    found = search(hybrid(corpus), "cutting objects out of camera pictures", 10)
+    assert found.missing == ("pictures",)
     assert found.hits[0].by_meaning and found.hits[0].item.title.startswith("On-device Panoptic Segmentation")
 
 
@@ -274,7 +274,7 @@ def test_a_question_whose_words_no_item_holds_together_finds_the_one_holding_som
 def test_matches_by_meaning_alone_are_the_few_closest(corpus: Store) -> None:
     """Uncapped, three in four items shown as close in meaning alone were judged irrelevant (the tuning set):
     a reply shows at most MOST_BY_MEANING of them, one beside items that match the words."""
-    alone = search(hybrid(corpus), "a smart speaker hearing you across a noisy room", 10)
+    alone = search(hybrid(corpus), "a speaker hearing you across a noisy kitchen", 10)
     assert alone.hits and all(h.by_meaning for h in alone.hits)
     assert len(alone.hits) == alone.total <= blend.MOST_BY_MEANING
     beside = search(hybrid(corpus), "privacy", 100)

@@ -51,6 +51,10 @@ def test_an_abbreviation_finds_its_long_form_and_back(entry: glossary.Entry, ind
     assert long_form in [h.item.id for h in found.hits]
     assert found.expanded is not None and entry.long[0] in found.expanded
     back = search(index, entry.long[0], limit=100)
+    if entry.case:  # an abbreviation that is also a common word: the index folds case, "HE" would be "he"
+        assert short_form not in [h.item.id for h in back.hits]
+        assert back.expanded is None or entry.short not in back.expanded
+        return
     assert short_form in [h.item.id for h in back.hits]
     assert back.expanded is not None and entry.short in back.expanded
 
@@ -64,3 +68,17 @@ def test_the_reply_names_what_was_searched_for() -> None:
 def test_an_abbreviation_that_is_a_common_word_counts_only_in_capitals() -> None:
     assert glossary.expand(["he", "said"], "he said") == []
     assert [e.entry.short for e in glossary.expand(["he", "schemes"], "HE schemes")] == ["HE"]
+
+
+def test_a_long_form_never_searches_an_abbreviation_that_is_a_common_word(tmp_path: Path) -> None:
+    """The index folds case, so searching "HE" would find every "he": "homomorphic encryption" (or plain words
+    meaning it) searches its own words only."""
+    store = SQLiteStore(tmp_path / "he.db")
+    store.migrate()
+    store.add_items([_item(1, "A study of voices: he said the model works"),
+                     _item(2, "Homomorphic encryption at scale")])
+    index = SearchIndex(store)
+    for typed in ("homomorphic encryption", "data that stays encrypted"):
+        found = search(index, typed, limit=10)
+        assert [h.item.title for h in found.hits] == ["Homomorphic encryption at scale"], typed
+        assert "HE" not in (found.expanded or ""), typed

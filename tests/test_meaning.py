@@ -49,7 +49,7 @@ def test_a_rare_word_still_comes_first(corpus_store: Store) -> None:
 
 
 def test_a_description_in_other_words_finds_what_keywords_miss(corpus_store: Store) -> None:
-    query = "a smart speaker hearing you across a noisy room"
+    query = "a speaker hearing you across a noisy kitchen"
     homepod = next(p["link"] for p in CORPUS if "HomePod" in p["title"])
     assert homepod not in ids(search(SearchIndex(corpus_store), query, limit=3))
     assert homepod in ids(search(hybrid(corpus_store), query, limit=3))
@@ -189,7 +189,7 @@ def test_related_to_something_not_in_the_archive_is_one_line(corpus_store: Store
 def test_summaries_retrieve_with_the_hybrid_ranking(corpus_store: Store) -> None:
     from bot.summarize import retrieve
 
-    query = "a smart speaker hearing you across a noisy room"
+    query = "a speaker hearing you across a noisy kitchen"
     items, _, _ = retrieve(hybrid(corpus_store), query)
     assert any("HomePod" in i.title for i in items)
     assert parse_query(query).text == query.replace("a smart", "a smart")

@@ -5,8 +5,19 @@ for "ASR".
     expand(["what", "is", "an", "llm"]) -> [Expansion(said="LLM", adds=(("larg", "languag", "model"),), ...)]
 
 Abbreviations match a query's words case-insensitively (a plural "LLMs" too), except entries marked `case`
-(an abbreviation that is also a common word, like HE), which match only as typed in capitals; long forms match
+(an abbreviation that is also a common word, like HE), which match only as typed in capitals and are never
+added to a search (the index folds case: "HE" would find "he"); long forms match
 by their analyzed terms, in order (so "large language models" is "large language model").
+
+Plain words, one way: the glossary's `plain` list gives the field's terms for what people say in everyday
+words ("describe photos" is image captioning, "stuttering" is dysfluent speech, "wake word" a voice trigger),
+since a query in plain words shares few words with the posts, and the bundled model, averaging word vectors,
+cannot bridge the two. A plain form matches by its analyzed terms in order, at most PLAIN_GAP other terms
+between two of them ("describing a photo", "on your phone"); the query is then also searched for the terms
+it means, as for a long form. A query already saying the term adds nothing.
+
+    expand(["describing", "a", "photo"])
+        -> [Expansion(said="describing photo", adds=(("imag", "caption"),), shown=("image captioning",))]
 """
 
 from __future__ import annotations
@@ -16,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from bot.search.analysis import terms
 
@@ -41,10 +53,29 @@ class Expansion:
     shown: tuple[str, ...]  # the other forms as written
 
 
+@dataclass(frozen=True)
+class Plain:
+    means: tuple[str, ...]  # the field's terms, as written
+    said: tuple[str, ...]  # everyday ways to say it, as written
+
+
+PLAIN_GAP = 2  # other terms allowed between two terms of a plain form
+
+
+@lru_cache(maxsize=1)
+def _data() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(GLOSSARY_FILE.read_text(encoding="utf-8"))
+    return data
+
+
 @lru_cache(maxsize=1)
 def entries() -> tuple[Entry, ...]:
-    data = json.loads(GLOSSARY_FILE.read_text(encoding="utf-8"))
-    return tuple(Entry(e["short"], tuple(e["long"]), bool(e.get("case"))) for e in data["entries"])
+    return tuple(Entry(e["short"], tuple(e["long"]), bool(e.get("case"))) for e in _data()["entries"])
+
+
+@lru_cache(maxsize=1)
+def plain() -> tuple[Plain, ...]:
+    return tuple(Plain(tuple(p["means"]), tuple(p["said"])) for p in _data()["plain"])
 
 
 def _short_words(entry: Entry) -> tuple[str, ...]:
@@ -79,9 +110,78 @@ def expand(words: list[str], typed: str | None = None) -> list[Expansion]:
             continue
         others = [form for form in entry.forms if form != said]
         if said != entry.short:  # a long form said: the other long forms are usually its variants
-            others = [entry.short]
+            others = [] if entry.case else [entry.short]  # the index folds case: "HE" would find "he"
+        if not others:
+            continue
         found.append(Expansion(entry, said, tuple(_analyzed(form) for form in others), tuple(others)))
+    return found + _plain(lowered, {form for e in found for form in e.adds})
+
+
+def _plain(lowered: list[str], added: set[tuple[str, ...]]) -> list[Expansion]:
+    """The field's terms the query's plain words stand for (the `plain` list), but those it says itself or
+    an abbreviation's expansion already adds."""
+    found: list[Expansion] = []
+    owners = [(term, n) for n, word in enumerate(lowered) for term in terms(word)]  # each term's word
+    stems = [term for term, _ in owners]
+    by_first = _plain_by_first()
+    for n in sorted({n for stem in set(stems) for n in by_first.get(stem, ())}):
+        entry = plain()[n]
+        at = next((at for cue in map(_analyzed, entry.said) if (at := _holds(stems, cue))), None)
+        if at is None:
+            continue
+        means = [form for form in _with_abbreviations(entry.means)
+                 if _analyzed(form) not in added and not _contains(stems, _analyzed(form))]
+        if not means:
+            continue
+        adds = tuple(dict.fromkeys(map(_analyzed, means)))
+        added.update(adds)
+        said = " ".join(lowered[w] for w in dict.fromkeys(owners[i][1] for i in at))
+        shown = tuple(dict.fromkeys(means))
+        found.append(Expansion(Entry(entry.means[0], entry.means[1:]), said, adds, shown))
     return found
+
+
+@lru_cache(maxsize=256)
+def _with_abbreviations(means: tuple[str, ...]) -> tuple[str, ...]:
+    """`means`, each followed by the other forms of the glossary entry it is a form of ("speech recognition",
+    "ASR", "automatic speech recognition")."""
+    found: list[str] = []
+    for form in means:
+        found.append(form)
+        analyzed = _analyzed(form)
+        for entry in entries():
+            if any(_analyzed(other) == analyzed for other in entry.forms):
+                found += [other for other in entry.forms if _analyzed(other) != analyzed
+                          and not (entry.case and other == entry.short)]
+    return tuple(dict.fromkeys(found))
+
+
+def _holds(stems: list[str], cue: tuple[str, ...]) -> tuple[int, ...] | None:
+    """Where `stems` hold the terms of `cue` in order, at most PLAIN_GAP others between two of them (the
+    positions of the first such run), or None."""
+    for start, stem in enumerate(stems):
+        if stem != cue[0]:
+            continue
+        at = [start]
+        for term in cue[1:]:
+            window = stems[at[-1] + 1 : at[-1] + 2 + PLAIN_GAP]
+            if term not in window:
+                break
+            at.append(at[-1] + 1 + window.index(term))
+        else:
+            return tuple(at)
+    return None
+
+
+@lru_cache(maxsize=1)
+def _plain_by_first() -> dict[str, tuple[int, ...]]:
+    """The plain entries (by position) each term can begin: a query holding none of an entry's first terms
+    cannot say it."""
+    index: dict[str, list[int]] = {}
+    for n, entry in enumerate(plain()):
+        for key in {cue[0] for form in entry.said if (cue := _analyzed(form))}:
+            index.setdefault(key, []).append(n)
+    return {key: tuple(ns) for key, ns in index.items()}
 
 
 @lru_cache(maxsize=1)

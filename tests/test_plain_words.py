@@ -1,0 +1,118 @@
+"""Plain words (the glossary's `plain` list): a query in everyday words is also searched for the field's term
+it means ("describing photos" is image captioning, "stammer" dysfluent speech), one way, and the reply says
+so. On both stores, with the 72 real posts, keyword-only and by meaning."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from bot.commands import Invocation, Services, handle
+from bot.config import Settings
+from bot.models import Item
+from bot.search import glossary
+from bot.search.analysis import terms
+from bot.search.embed import StaticModel
+from bot.search.index import SearchIndex
+from bot.search.query import search
+from bot.store import Store
+from tests.fakes.archive import corpus_items
+
+MODEL = StaticModel.bundled()
+
+
+@pytest.fixture
+def corpus(store: Store) -> Store:
+    store.add_items(corpus_items())
+    return store
+
+
+def index_of(store: Store, meaning: bool) -> SearchIndex:
+    return SearchIndex(store, model=lambda: MODEL) if meaning else SearchIndex(store)
+
+
+def titles(index: SearchIndex, text: str, limit: int = 3) -> list[str]:
+    return [hit.item.title for hit in search(index, text, limit).hits]
+
+
+@pytest.mark.parametrize("meaning", [False, True])
+@pytest.mark.parametrize(("typed", "first"), [
+    ("describing photos", "BalCapRL"),  # image captioning
+    ("software that can read text aloud", "On-device Neural Speech Synthesis"),
+    ("finding faces", "An On-device Deep Neural Network for Face Detection"),
+    ("dictation on the phone", "Application-Agnostic Language Modeling for On-Device ASR"),  # ASR, on-device
+])
+def test_plain_words_find_the_post_the_fields_term_names_first(corpus: Store, meaning: bool, typed: str,
+                                                                first: str) -> None:
+    found = titles(index_of(corpus, meaning), typed)
+    assert found and found[0].startswith(first), found
+
+
+@pytest.mark.parametrize("meaning", [False, True])
+def test_a_wake_word_finds_every_voice_trigger_post_before_anything_else(corpus: Store, meaning: bool
+                                                                         ) -> None:
+    found = titles(index_of(corpus, meaning), "wake word detection")
+    assert all("Voice Trigger" in title for title in found), found
+    assert len(found) == 3
+
+
+def test_a_plain_word_no_post_holds_still_finds_its_post_by_meaning(corpus: Store) -> None:
+    found = search(index_of(corpus, True), "help for people who stammer", 5)
+    assert [h.item.title for h in found.hits][:1] == \
+        ["Analysis and Tuning of a Voice Assistant System for Dysfluent Speech"]
+
+
+def test_the_reply_says_what_the_plain_words_were_searched_as(corpus: Store) -> None:
+    reply = handle(Invocation(text="search describing photos", team_id="T1", channel_id="C1", user_id="U1"),
+                   Services(store=corpus, settings=Settings(), index=index_of(corpus, True)))
+    assert "Searched for describing photos, image captioning" in str(reply.blocks)
+    assert "BalCapRL" in str(reply.blocks)
+
+
+def shown(typed: str) -> str | None:
+    return glossary.shown(glossary.expand(typed.split(), typed))
+
+
+def test_plain_words_count_in_the_order_typed_with_a_word_or_two_between() -> None:
+    assert "speech recognition" in (shown("speech to text") or "")
+    assert "speech synthesis" not in (shown("speech to text") or "")
+    assert "speech synthesis" in (shown("an app that reads my text aloud") or "")
+    assert shown("describing a photo") == "describing photo, image captioning"
+    assert shown("photo describing") is None  # the order matters
+    assert shown("describing the text of a long photo") is None  # three words between: not one phrase
+
+
+def test_a_query_saying_the_term_adds_nothing_and_the_term_never_adds_plain_words() -> None:
+    assert shown("describing photos with image captioning") is None
+    assert shown("image captioning") is None
+    assert shown("dysfluent speech") is None
+
+
+def test_a_plain_form_also_searches_the_abbreviation_of_its_term(store: Store) -> None:
+    day = datetime(2025, 3, 1, tzinfo=UTC)
+    store.add_items([
+        Item(id="https://machinelearning.apple.com/research/asr", guid="asr", link="https://x.invalid/asr",
+             title="Faster ASR for long recordings", summary="We make ASR faster.", published=day,
+             kind="research"),
+        Item(id="https://machinelearning.apple.com/research/other", guid="other",
+             link="https://x.invalid/other", title="Dictionaries of rare words", summary="Nothing else.",
+             published=day, kind="research"),
+    ])
+    found = search(SearchIndex(store), "dictation", 5)
+    assert [h.item.title for h in found.hits] == ["Faster ASR for long recordings"]
+    assert found.expanded == "dictation, speech recognition, ASR, automatic speech recognition"
+
+
+def test_every_plain_form_is_searchable_and_none_is_already_a_glossary_form() -> None:
+    entries = glossary.plain()
+    assert len(entries) >= 50
+    glossary_forms = {tuple(terms(form)) for entry in glossary.entries() for form in entry.forms}
+    for entry in entries:
+        assert entry.means and all(terms(form) for form in entry.means), entry
+        means = {tuple(terms(form)) for form in entry.means}
+        for said in entry.said:
+            cue = tuple(terms(said))
+            assert cue, said
+            assert cue not in means and cue not in glossary_forms, said
+        assert len({tuple(terms(said)) for said in entry.said}) == len(entry.said), entry.means
