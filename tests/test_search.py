@@ -10,12 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import tantivy
 
 from bot.errors import SearchError, SearchUnavailable
 from bot.feed import parse
 from bot.models import Item, Validators
 from bot.route import ingest
-from bot.search.engine import _entry
+from bot.search.engine import SCHEMA, _entry, ids_of
 from bot.search.index import READY_WAIT, SearchIndex
 from bot.search.keywords import edits
 from bot.search.query import MAX_QUERY_CHARS, parse_query
@@ -420,3 +421,26 @@ def test_a_repeated_search_is_answered_again_until_the_archive_changes(tmp_path:
     assert len(index.search(parse_query("captioning"), 5, store).hits) == 1
     store.add_items([make_item("b", "Captioning Video", "Captions for video.")])
     assert len(index.search(parse_query("captioning"), 5, store).hits) == 2
+
+
+
+
+def test_every_documents_id_is_read_from_its_place_after_edits_and_additions(store: Store) -> None:
+    """Ids come from a fast field (the id's place in the snapshot's order), not the stored document: after an
+    incremental refresh that edits one item and adds two, every document still names its own item."""
+    store.add_items([make(f"held-{n}", f"Held item {n}", day=1 + n % 28) for n in range(20)])
+    index = SearchIndex(store)
+    first = index.current()
+    edited = store.get_item("https://machinelearning.apple.com/research/held-4")
+    assert edited is not None
+    store.add_items([Item(**{**edited.__dict__, "title": "Held item four, edited"}),
+                     make("held-new-1", "Held item new", day=20),
+                     make("held-new-2", "Held item newer", day=21)])
+    snapshot = index.current()
+    assert snapshot.index is first.index  # refreshed in place, not rebuilt
+    hits = snapshot.searcher.search(tantivy.Query.term_query(SCHEMA, "title", "held"), 100).hits
+    assert len(hits) == 22
+    stored = [str(snapshot.searcher.doc(address).get_first("id")) for _, address in hits]
+    assert ids_of(snapshot, [address for _, address in hits]) == stored
+    assert len(set(stored)) == 22
+    assert ids_of(snapshot, []) == []

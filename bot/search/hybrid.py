@@ -44,7 +44,7 @@ import tantivy
 
 from bot.models import SearchHit
 from bot.search import glossary
-from bot.search.engine import Snapshot, hits_of, keyword_scores
+from bot.search.engine import Snapshot, hits_of, ids_of, keyword_scores
 from bot.search.keywords import Words, combined, filter_clauses
 from bot.search.query import Query
 from bot.store import Store
@@ -165,8 +165,7 @@ def _allowed(snapshot: Snapshot, vectors: Vectors, query: Query) -> np.ndarray |
         mask &= vectors.kinds == filters.kind
     if filters.authors:
         clauses = filter_clauses(Query((), False, replace(filters, since=None, until=None, kind=None)))
-        searcher = snapshot.searcher
-        found = searcher.search(combined(clauses), len(snapshot.entries) or 1, count=False).hits
-        ids = {str(searcher.doc(address).get_first("id")) for _, address in found}
+        found = snapshot.searcher.search(combined(clauses), len(snapshot.entries) or 1, count=False).hits
+        ids = set(ids_of(snapshot, [address for _, address in found]))
         mask &= np.array([item_id in ids for item_id in vectors.ids], dtype=bool)
     return mask

@@ -25,7 +25,7 @@ import tantivy
 
 from bot.search import glossary
 from bot.search.analysis import terms
-from bot.search.engine import SCHEMA, TEXT_FIELDS, Snapshot, items
+from bot.search.engine import SCHEMA, TEXT_FIELDS, Snapshot, ids_of, items
 from bot.search.query import Query
 from bot.search.words import FILLER, english
 from bot.store import Store
@@ -235,8 +235,8 @@ def _nearest(snapshot: Snapshot, stem: str, store: Store) -> tuple[str, str] | N
     fuzzy = _fields({name: tantivy.Query.fuzzy_term_query(SCHEMA, name, stem, distance=distance)
                      for name, _ in TEXT_FIELDS})
     surfaces: dict[str, Counter[str]] = {}
-    sample = [str(searcher.doc(address).get_first("id"))
-              for _, address in searcher.search(fuzzy, FUZZY_SAMPLE, count=False).hits]
+    hits = searcher.search(fuzzy, FUZZY_SAMPLE, count=False).hits
+    sample = ids_of(snapshot, [address for _, address in hits])
     for item in items(store, sample):
         for surface in _WORDS.findall(f"{item.title} {item.summary} {' '.join(item.authors)}".lower()):
             found = terms(surface)
