@@ -6,8 +6,8 @@ for "ASR".
 
 Abbreviations match a query's words case-insensitively (a plural "LLMs" too), except entries marked `case`
 (an abbreviation that is also a common word, like HE), which match only as typed in capitals and are never
-added to a search (the index folds case: "HE" would find "he"); long forms match
-by their analyzed terms, in order (so "large language models" is "large language model").
+added to a search (the index folds case: "HE" would find "he"); long forms match by their analyzed terms, in
+order (so "large language models" is "large language model").
 
 Plain words, one way: the glossary's `plain` list gives the field's terms for what people say in everyday
 words ("describe photos" is image captioning, "stuttering" is dysfluent speech, "wake word" a voice trigger),
@@ -137,7 +137,8 @@ def _plain(lowered: list[str], added: set[tuple[str, ...]]) -> list[Expansion]:
         added.update(adds)
         said = " ".join(lowered[w] for w in dict.fromkeys(owners[i][1] for i in at))
         shown = tuple(dict.fromkeys(means))
-        found.append(Expansion(Entry(entry.means[0], entry.means[1:]), said, adds, shown))
+        term = Entry(entry.means[0], entry.means[1:])  # the term it means, as an entry
+        found.append(Expansion(term, said, adds, shown))
     return found
 
 
