@@ -423,8 +423,6 @@ def test_a_repeated_search_is_answered_again_until_the_archive_changes(tmp_path:
     assert len(index.search(parse_query("captioning"), 5, store).hits) == 2
 
 
-
-
 def test_every_documents_id_is_read_from_its_place_after_edits_and_additions(store: Store) -> None:
     """Ids come from a fast field (the id's place in the snapshot's order), not the stored document: after an
     incremental refresh that edits one item and adds two, every document still names its own item."""
