@@ -14,7 +14,8 @@ Slack's markup (`<@U…>` mentions, `<!here>`, `<#C…>`, links) is dropped (a l
   `/mlresearch` (which knows who asks where); otherwise
 - the action: "summarize"/"summary"/"overview" summarize; "what's new"/"latest"/"newest" list the newest
   items (or, with a topic, search it); a question with no topic and no dates gets the help;
-- filler and question words ("what", "has", "Apple", "published", "papers", "about", ...) are dropped; a
+- filler and question words ("what", "has", "Apple", "published", "papers", "about", ...) are dropped, but
+  where they make one of the glossary's plain forms ("what is in my photos", "on the phone"); a
   hyphenated word ("on-device") and "quoted words" are searched as a phrase; `type:`, `author:`, `since:` and
   `until:` written out are kept as they are.
 A follow-up ("and on-device?", "only papers", "what about vision?", "and last year?") is combined with the
@@ -34,6 +35,7 @@ from datetime import date, timedelta
 from typing import Any
 
 from bot.blocks import escape
+from bot.search import glossary
 from bot.search.query import MAX_QUERY_CHARS, MAX_TERMS
 from bot.search.words import FILLER, GREETINGS
 
@@ -288,11 +290,13 @@ def topic_words(text: str) -> list[str]:
         if _WORD.search(quoted):
             kept.append(f'"{quoted.lower()}"')
     text = _QUOTED.sub(" ", text)
-    for raw in text.split():
+    raws = text.split()
+    forms = glossary.plain_words([raw.strip(_STRIP) for raw in raws])  # "on the phone": a plain form's words
+    for n, raw in enumerate(raws):
         word = raw.strip(_STRIP).lower().replace("’", "'")
         if word.endswith("'s"):
             word = word[:-2]
-        if not word or word in FILLER or word in GREETINGS or not _WORD.search(word):
+        if not word or (word in FILLER and n not in forms) or word in GREETINGS or not _WORD.search(word):
             continue
         if "-" in word.strip("-"):
             word = f'"{word.strip("-")}"'

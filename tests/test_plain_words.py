@@ -4,10 +4,11 @@ so. On both stores, with the 72 real posts, keyword-only and by meaning."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 
 import pytest
 
+from bot.ask import understand
 from bot.commands import Invocation, Services, handle
 from bot.config import Settings
 from bot.models import Item
@@ -70,6 +71,20 @@ def test_the_reply_says_what_the_plain_words_were_searched_as(corpus: Store) -> 
     assert "BalCapRL" in str(reply.blocks)
 
 
+@pytest.mark.parametrize("meaning", [False, True])
+def test_a_question_in_slack_keeps_the_filler_words_a_plain_form_is_made_of(corpus: Store, meaning: bool
+                                                                            ) -> None:
+    today = date(2026, 12, 3)
+    asked = understand("<@U0BOT> has apple published anything on dictation on the phone?", now=today)
+    assert asked.command() == "search dictation on the phone"  # "on the phone": on-device
+    found = titles(index_of(corpus, meaning), asked.command().removeprefix("search "))
+    assert found[:1] == ["Application-Agnostic Language Modeling for On-Device ASR"], found
+    photos = understand("how does the phone know what is in my photos?", now=today)
+    assert photos.command() == "search phone what is in my photos"
+    assert understand("what has Apple published on speech recognition?", now=today).command() \
+        == "search speech recognition"  # filler outside a plain form is still dropped
+
+
 def shown(typed: str) -> str | None:
     return glossary.shown(glossary.expand(typed.split(), typed))
 
@@ -81,6 +96,9 @@ def test_plain_words_count_in_the_order_typed_with_a_word_or_two_between() -> No
     assert shown("describing a photo") == "describing photo, image captioning"
     assert shown("photo describing") is None  # the order matters
     assert shown("describing the text of a long photo") is None  # three words between: not one phrase
+    assert shown("on dictation on the phone") == \
+        "dictation, speech recognition, ASR, automatic speech recognition; on the phone, on-device"
+    assert glossary.plain_words(["anything", "on", "dictation", "on", "the", "phone"]) == {2, 3, 4, 5}
 
 
 def test_a_query_saying_the_term_adds_nothing_and_the_term_never_adds_plain_words() -> None:

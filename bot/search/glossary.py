@@ -121,14 +121,8 @@ def _plain(lowered: list[str], added: set[tuple[str, ...]]) -> list[Expansion]:
     """The field's terms the query's plain words stand for (the `plain` list), but those it says itself or
     an abbreviation's expansion already adds."""
     found: list[Expansion] = []
-    owners = [(term, n) for n, word in enumerate(lowered) for term in terms(word)]  # each term's word
-    stems = [term for term, _ in owners]
-    by_first = _plain_by_first()
-    for n in sorted({n for stem in set(stems) for n in by_first.get(stem, ())}):
-        entry = plain()[n]
-        at = next((at for cue in map(_analyzed, entry.said) if (at := _holds(stems, cue))), None)
-        if at is None:
-            continue
+    owners, stems = _owned(lowered)
+    for entry, at in _said(stems):
         means = [form for form in _with_abbreviations(entry.means)
                  if _analyzed(form) not in added and not _contains(stems, _analyzed(form))]
         if not means:
@@ -139,6 +133,31 @@ def _plain(lowered: list[str], added: set[tuple[str, ...]]) -> list[Expansion]:
         shown = tuple(dict.fromkeys(means))
         term = Entry(entry.means[0], entry.means[1:])  # the term it means, as an entry
         found.append(Expansion(term, said, adds, shown))
+    return found
+
+
+def plain_words(words: list[str]) -> set[int]:
+    """The positions of `words` (as typed) that say one of the plain list's forms: a question's filler words
+    among them ("what is in my photos", "on the phone") are kept, since they make the form (bot.ask)."""
+    owners, stems = _owned([w.lower() for w in words])
+    return {owners[i][1] for _, at in _said(stems) for i in at}
+
+
+def _owned(lowered: list[str]) -> tuple[list[tuple[str, int]], list[str]]:
+    """Each analyzed term of `lowered` with the position of its word, and the terms alone."""
+    owners = [(term, n) for n, word in enumerate(lowered) for term in terms(word)]
+    return owners, [term for term, _ in owners]
+
+
+def _said(stems: list[str]) -> list[tuple[Plain, tuple[int, ...]]]:
+    """The plain entries `stems` say, in the list's order, each with the positions of its first form said."""
+    by_first = _plain_by_first()
+    found = []
+    for n in sorted({n for stem in set(stems) for n in by_first.get(stem, ())}):
+        entry = plain()[n]
+        at = next((at for cue in map(_analyzed, entry.said) if (at := _holds(stems, cue))), None)
+        if at is not None:
+            found.append((entry, at))
     return found
 
 
@@ -159,7 +178,9 @@ def _with_abbreviations(means: tuple[str, ...]) -> tuple[str, ...]:
 
 def _holds(stems: list[str], cue: tuple[str, ...]) -> tuple[int, ...] | None:
     """Where `stems` hold the terms of `cue` in order, at most PLAIN_GAP others between two of them (the
-    positions of the first such run), or None."""
+    positions of the tightest such run: "on dictation on the phone" says "on the phone" at its end), or
+    None."""
+    best: list[int] | None = None
     for start, stem in enumerate(stems):
         if stem != cue[0]:
             continue
@@ -170,8 +191,9 @@ def _holds(stems: list[str], cue: tuple[str, ...]) -> tuple[int, ...] | None:
                 break
             at.append(at[-1] + 1 + window.index(term))
         else:
-            return tuple(at)
-    return None
+            if best is None or at[-1] - at[0] < best[-1] - best[0]:
+                best = at
+    return None if best is None else tuple(best)
 
 
 @lru_cache(maxsize=1)
