@@ -4,6 +4,7 @@ so. On both stores, with the 72 real posts, keyword-only and by meaning."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, date, datetime
 
 import pytest
@@ -17,6 +18,7 @@ from bot.search.analysis import terms
 from bot.search.embed import StaticModel
 from bot.search.index import SearchIndex
 from bot.search.query import search
+from bot.search.words import FILLER
 from bot.store import Store
 from tests.fakes.archive import corpus_items
 
@@ -120,6 +122,15 @@ def test_a_plain_form_also_searches_the_abbreviation_of_its_term(store: Store) -
     found = search(SearchIndex(store), "dictation", 5)
     assert [h.item.title for h in found.hits] == ["Faster ASR for long recordings"]
     assert found.expanded == "dictation, speech recognition, ASR, automatic speech recognition"
+
+
+def test_no_plain_form_is_made_only_of_filler_or_question_words() -> None:
+    """Such a form ("how good is") would let question words decide the ranking, and a question in Slack keeps
+    the filler words a plain form is made of."""
+    for entry in glossary.plain():
+        for said in entry.said:
+            words = [w for w in re.findall(r"[^\W_]+", said.lower()) if w != "s"]
+            assert any(w not in FILLER for w in words), said
 
 
 def test_every_plain_form_is_searchable_and_none_is_already_a_glossary_form() -> None:
