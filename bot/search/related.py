@@ -114,7 +114,7 @@ def related(index: SearchIndex, item: Item, limit: int = 5, store: Store | None 
     lexical = {other.id: _cosine(mine, _profile(other, idf)) for other in others}
     fused = _fused([sorted(lexical, key=lambda i: (-lexical[i], i)), *_by_meaning(sims, others)])
     best = sorted(others, key=lambda other: (-fused[other.id], -lexical[other.id], other.id))[:limit]
-    return [Related(other, round(fused[other.id], 6), shares(snapshot, item, other)) for other in best]
+    return [Related(other, round(fused[other.id], 6), shares(snapshot, item, other, idf)) for other in best]
 
 
 def _similarities(index: SearchIndex, snapshot: Snapshot, store: Store, item: Item
@@ -191,9 +191,9 @@ def _cosine(one: dict[str, float], other: dict[str, float]) -> float:
     return sum(w * large.get(term, 0.0) for term, w in small.items())
 
 
-def shares(snapshot: Snapshot, one: Item, other: Item) -> str:
+def shares(snapshot: Snapshot, one: Item, other: Item, idf: Callable[[str], float] | None = None) -> str:
     """The words both items' titles and abstracts use most, weighted by how rare they are in the archive
-    (as `other` writes them)."""
+    (`idf`: `related` passes the rarity it has already looked up), as `other` writes them."""
     mine = Counter(terms(f"{one.title} {one.title} {one.summary}"))
     theirs: Counter[str] = Counter()
     surfaces: dict[str, str] = {}
@@ -204,10 +204,10 @@ def shares(snapshot: Snapshot, one: Item, other: Item) -> str:
                 and len(word) > 2 and not word.isdigit():
             surfaces.setdefault(found[0], word)
             theirs[found[0]] += 1
-    idf = _rarity(snapshot)
+    rarity = idf or _rarity(snapshot)
 
     def weight(term: str) -> float:
-        return min(mine[term], theirs[term]) * idf(term)
+        return min(mine[term], theirs[term]) * rarity(term)
 
     ranked = sorted(surfaces, key=lambda t: (-weight(t), t))
     return ", ".join(surfaces[t] for t in ranked[:SHARED_WORDS])
