@@ -10,9 +10,10 @@ import pytest
 
 from bot.models import Item
 from bot.search import glossary
+from bot.search.highlight import highlighted_snippet, word_matcher
 from bot.search.index import SearchIndex
 from bot.search.query import search
-from bot.store import SQLiteStore
+from bot.store import SQLiteStore, Store
 
 ENTRIES = glossary.entries()
 
@@ -82,3 +83,32 @@ def test_a_long_form_never_searches_an_abbreviation_that_is_a_common_word(tmp_pa
         found = search(index, typed, limit=10)
         assert [h.item.title for h in found.hits] == ["Homomorphic encryption at scale"], typed
         assert "HE" not in (found.expanded or ""), typed
+
+
+def test_an_abbreviation_typed_last_is_a_word_not_the_start_of_others(store: Store) -> None:
+    """The last word typed also matches as a prefix, but not an abbreviation: "SER" is speech emotion
+    recognition, never "server" or "series"."""
+    store.migrate()
+    store.add_items([_item(1, "Server foundation models"), _item(2, "A series of services"),
+                     _item(3, "Speech emotion recognition from short clips")])
+    index = SearchIndex(store)
+    for typed in ("SER", "ser", "clips SER"):
+        found = search(index, typed, limit=10)
+        assert [h.item.title for h in found.hits] == ["Speech emotion recognition from short clips"], typed
+    assert [h.item.title for h in search(index, "serv", limit=10).hits] == [
+        "Server foundation models", "A series of services"]  # a word's start still is one
+    assert not glossary.is_abbreviation("lid") and glossary.is_abbreviation("LID")  # `case`: capitals only
+    assert glossary.is_abbreviation("LLMs") and not glossary.is_abbreviation("server")
+
+
+def test_an_abbreviation_finds_its_plural_wherever_it_is_typed(store: Store) -> None:
+    """The stemmer keeps "LLMs" apart from "LLM" (no vowel before the s): the abbreviation stands for both,
+    first, last or alone."""
+    store.migrate()
+    store.add_items([_item(1, "Evaluating LLMs on long documents"), _item(2, "Evaluating parsers")])
+    index = SearchIndex(store)
+    for typed in ("LLM evaluating", "evaluating LLM", "LLM"):
+        found = search(index, typed, limit=10)
+        assert [h.item.title for h in found.hits] == ["Evaluating LLMs on long documents"], typed
+    bold = highlighted_snippet("Evaluating LLMs, an LLM and language models", word_matcher(["llm"]))
+    assert bold == "Evaluating *LLMs*, an *LLM* and language models"  # the reply bolds what was found

@@ -78,6 +78,22 @@ def plain() -> tuple[Plain, ...]:
     return tuple(Plain(tuple(p["means"]), tuple(p["said"])) for p in _data()["plain"])
 
 
+def is_abbreviation(word: str) -> bool:
+    """Whether `word`, as typed, is one of the glossary's one-word abbreviations (or its plural): a word meant
+    whole, never the start of another ("SER" is speech emotion recognition, not "server"). One marked `case`
+    counts only in capitals ("LID", not "lid")."""
+    for form in (word, word[:-1] if len(word) > 2 and word.endswith("s") else word):
+        entry = _abbreviations().get(form.lower())
+        if entry is not None and (not entry.case or form == entry.short):
+            return True
+    return False
+
+
+@lru_cache(maxsize=1)
+def _abbreviations() -> dict[str, Entry]:
+    return {entry.short.lower(): entry for entry in entries() if " " not in entry.short}
+
+
 def _short_words(entry: Entry) -> tuple[str, ...]:
     return tuple(w.lower() for w in entry.short.split())
 

@@ -135,8 +135,12 @@ def text_query(
         alternatives = list(dict.fromkeys(stems))
         if query.prefix_last and n == len(loose) - 1 and word == query.terms[-1]:
             alternatives += [t for t in _prefixed(searcher, word) if t not in alternatives]
+        # "LLM" stands for "LLMs" too, which the stemmer keeps apart (no vowel before the s): at the weight of
+        # a glossary form, as "large language model" finds "LLMs"
+        abbreviation = glossary.is_abbreviation(word)
+        plural = [t for t in terms(word + "s") if t not in alternatives] if abbreviation else []
         parts: list[tantivy.Query]
-        indexed = first or any(_known(searcher, t) for t in alternatives[1:])
+        indexed = first or any(_known(searcher, t) for t in [*alternatives[1:], *plural])
         if indexed or len(word) < MIN_FUZZY_CHARS or len(stems) > 1 or english(word):
             parts = [word_query(t) for t in alternatives]
             shown.append(word)
@@ -159,6 +163,7 @@ def text_query(
         if forms.get(word) and word in missing:  # a glossary form may stand for it
             missing.remove(word)
         parts += forms.get(word, [])
+        parts += [tantivy.Query.boost_query(word_query(t), EXPANSION_BOOST) for t in plural]
         either = [(SHOULD, p) for p in parts]
         clauses.append(parts[0] if len(parts) == 1 else tantivy.Query.boolean_query(either))
     musts: list[tantivy.Query] = []

@@ -24,6 +24,7 @@ from typing import Protocol, TypeVar
 
 from bot.errors import SearchError
 from bot.models import SearchFilters
+from bot.search import glossary
 from bot.search.words import MIN_FILLER_WORDS, STOPWORDS, content
 
 MAX_QUERY_CHARS = 256
@@ -98,8 +99,10 @@ def parse_query(text: str, *, every_word: bool = False) -> Query:
         raise SearchError("Type some words to search for, for example: search image captioning")
     if not unique:
         return Query((), False, SearchFilters(since=since, until=until, kind=kind, authors=authors), cut=cut)
-    # A prefix match on the last word (as typed, not followed by a space), once it is long enough to mean it.
-    prefix_last = bool(rest) and bool(_WORD.search(rest[-1])) and len(words[-1]) >= MIN_PREFIX_CHARS
+    # A prefix match on the last word (as typed, not followed by a space), once it is long enough to mean it,
+    # unless it is an abbreviation, meant whole.
+    prefix_last = bool(rest) and bool(_WORD.search(rest[-1])) and len(words[-1]) >= MIN_PREFIX_CHARS \
+        and not glossary.is_abbreviation(_WORD.findall(rest)[-1])
     filters = SearchFilters(since=since, until=until, kind=kind, authors=authors)
     typed = " ".join(_WORD.findall(rest))[:MAX_QUERY_CHARS]
     in_phrases = {w for phrase in phrases for w in phrase}
