@@ -101,14 +101,17 @@ def test_an_abbreviation_typed_last_is_a_word_not_the_start_of_others(store: Sto
     assert glossary.is_abbreviation("LLMs") and not glossary.is_abbreviation("server")
 
 
-def test_an_abbreviation_finds_its_plural_wherever_it_is_typed(store: Store) -> None:
+def test_an_abbreviation_finds_its_plural_and_back_wherever_it_is_typed(store: Store) -> None:
     """The stemmer keeps "LLMs" apart from "LLM" (no vowel before the s): the abbreviation stands for both,
-    first, last or alone."""
+    first, last or alone, typed in either number."""
     store.migrate()
-    store.add_items([_item(1, "Evaluating LLMs on long documents"), _item(2, "Evaluating parsers")])
+    store.add_items([_item(1, "Evaluating LLMs on long documents"), _item(2, "Evaluating an LLM on short notes"),
+                     _item(3, "Evaluating parsers")])
     index = SearchIndex(store)
-    for typed in ("LLM evaluating", "evaluating LLM", "LLM"):
+    for typed in ("LLM evaluating", "evaluating LLM", "LLM", "LLMs", "LLMs evaluating"):
         found = search(index, typed, limit=10)
-        assert [h.item.title for h in found.hits] == ["Evaluating LLMs on long documents"], typed
+        assert sorted(h.item.title for h in found.hits) == [
+            "Evaluating LLMs on long documents", "Evaluating an LLM on short notes"], typed
     bold = highlighted_snippet("Evaluating LLMs, an LLM and language models", word_matcher(["llm"]))
     assert bold == "Evaluating *LLMs*, an *LLM* and language models"  # the reply bolds what was found
+    assert highlighted_snippet("An LLM", word_matcher(["llms"])) == "An *LLM*"

@@ -82,11 +82,17 @@ def is_abbreviation(word: str) -> bool:
     """Whether `word`, as typed, is one of the glossary's one-word abbreviations (or its plural): a word meant
     whole, never the start of another ("SER" is speech emotion recognition, not "server"). One marked `case`
     counts only in capitals ("LID", not "lid")."""
+    return bool(numbers(word))
+
+
+def numbers(word: str) -> tuple[str, str] | tuple[()]:
+    """The abbreviation `word` is (as `is_abbreviation`), singular and plural, lower case: ("llm", "llms") for
+    "LLM" and for "LLMs", which the stemmer keeps apart (no vowel before the s); () for any other word."""
     for form in (word, word[:-1] if len(word) > 2 and word.endswith("s") else word):
         entry = _abbreviations().get(form.lower())
         if entry is not None and (not entry.case or form == entry.short):
-            return True
-    return False
+            return form.lower(), form.lower() + "s"
+    return ()
 
 
 @lru_cache(maxsize=1)

@@ -22,7 +22,7 @@ from itertools import accumulate
 
 from bot.blocks import escape
 from bot.search.analysis import terms as analyze
-from bot.search.glossary import is_abbreviation
+from bot.search.glossary import numbers
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _TOKENS = re.compile(r"(\w+)", re.UNICODE)
@@ -48,9 +48,8 @@ class WordMatcher:
         self.terms = tuple(terms)
         self.prefix_last = prefix_last
         exact = {term for query_term in self.terms for term in analyze(query_term)}
-        # an abbreviation also as its plural, as the search takes it ("LLM" bolds "LLMs")
-        exact |= {term for query_term in self.terms if is_abbreviation(query_term)
-                  for term in analyze(query_term + "s")}
+        # an abbreviation in either number, as the search takes it ("LLM" bolds "LLMs", and back)
+        exact |= {term for query_term in self.terms for form in numbers(query_term) for term in analyze(form)}
         typed = self.terms[-1].lower() if prefix_last and self.terms else ""
         self._typed = typed if analyze(typed) else ""  # "": no prefix matching
         starts = (self._typed[:end] for end in range(len(self._typed) - 1, MIN_STEM_CHARS - 1, -1))

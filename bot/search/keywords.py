@@ -135,10 +135,9 @@ def text_query(
         alternatives = list(dict.fromkeys(stems))
         if query.prefix_last and n == len(loose) - 1 and word == query.terms[-1]:
             alternatives += [t for t in _prefixed(searcher, word) if t not in alternatives]
-        # "LLM" stands for "LLMs" too, which the stemmer keeps apart (no vowel before the s): at the weight of
-        # a glossary form, as "large language model" finds "LLMs"
-        abbreviation = glossary.is_abbreviation(word)
-        plural = [t for t in terms(word + "s") if t not in alternatives] if abbreviation else []
+        # "LLM" stands for "LLMs" too and back, which the stemmer keeps apart (no vowel before the s): at the
+        # weight of a glossary form, as "large language model" finds "LLMs"
+        plural = [t for form in glossary.numbers(word) for t in terms(form) if t not in alternatives]
         parts: list[tantivy.Query]
         indexed = first or any(_known(searcher, t) for t in [*alternatives[1:], *plural])
         if indexed or len(word) < MIN_FUZZY_CHARS or len(stems) > 1 or english(word):
