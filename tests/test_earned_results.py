@@ -93,6 +93,23 @@ def test_a_corrected_word_ranks_as_if_typed_right(corpus: Store, meaning: bool) 
     assert typo.hits[0].item.title.startswith("BalCapRL")
 
 
+@pytest.mark.parametrize("meaning", [False, True])
+@pytest.mark.parametrize(("typed", "right", "expanded"), [
+    ("speech recogniton", "speech recognition", "speech recognition, ASR"),  # its glossary forms too
+    ("Gausian splatting", "Gaussian splatting", "Gaussian splatting, 3DGS"),
+    ("federeted learning", "federated learning", "federated learning, FL"),  # stems part: "federet", "feder"
+    ("homomorphic encyption", "homomorphic encryption", None),  # the word written nearest the one typed
+])
+def test_a_corrected_word_expands_and_ranks_exactly_as_if_typed_right(
+        corpus: Store, meaning: bool, typed: str, right: str, expanded: str | None) -> None:
+    index = hybrid(corpus) if meaning else SearchIndex(corpus)
+    typo, good = search(index, typed, 10), search(index, right, 10)
+    assert typo.searched_for == right.lower() and typo.expanded == expanded == good.expanded
+    assert [(h.item.id, h.score, h.by_meaning) for h in typo.hits] == \
+        [(h.item.id, h.score, h.by_meaning) for h in good.hits]
+    assert typo.hits or (typed.startswith("Gausian") and not meaning)  # no post says "splatting"
+
+
 def test_a_rare_word_finds_its_one_item_first(store: Store) -> None:
     """A marker word in one abstract of 56 items about the same thing: that item first, anything else only
     close in meaning (marked), never an unmarked neighbour."""
@@ -245,6 +262,9 @@ def test_a_common_word_is_never_taken_for_a_misspelling(corpus: Store, meaning: 
     assert found.searched_for is None  # "apart" is no typo of "part"
     assert search(index, "meaning of a whole document", 10).searched_for is None  # nor "whole" of "while"
     assert search(index, "captoning", 10).searched_for == "captioning"  # a typo still is one
+    for inflected in ("lifting your watch to talk", "barely labeled data", "robots for farms"):
+        assert search(index, inflected, 10).searched_for is None, inflected  # "life", "based", "far" before
+    assert search(index, "software that can read text aloud", 10).searched_for is None  # a plain word's
 
 
 @pytest.mark.parametrize(("typed", "found"), [

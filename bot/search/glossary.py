@@ -100,6 +100,15 @@ def _abbreviations() -> dict[str, Entry]:
     return {entry.short.lower(): entry for entry in entries() if " " not in entry.short}
 
 
+@lru_cache(maxsize=1)
+def vocabulary() -> frozenset[str]:
+    """Every term of the glossary's forms and plain words: words it knows, never a misspelling of another
+    ("aloud", of "read aloud", is not "cloud")."""
+    forms = [form for entry in entries() for form in entry.forms]
+    forms += [form for entry in plain() for form in (*entry.said, *entry.means)]
+    return frozenset(term for form in forms for term in terms(form))
+
+
 def _short_words(entry: Entry) -> tuple[str, ...]:
     return tuple(w.lower() for w in entry.short.split())
 

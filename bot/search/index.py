@@ -32,7 +32,7 @@ from bot.errors import BotError, SearchError, SearchUnavailable
 from bot.models import SearchHit
 from bot.search import glossary
 from bot.search.engine import Snapshot, build, newest_hits, ranked_hits
-from bot.search.keywords import combined, filter_clauses, text_query
+from bot.search.keywords import combined, filter_clauses, spelled, text_query
 from bot.search.query import MAX_QUERY_CHARS, Query
 from bot.search.words import STOPWORDS
 from bot.store import Store
@@ -258,10 +258,11 @@ class SearchIndex:
         if query.terms and not query.phrases and all(t in STOPWORDS for t in query.terms):
             raise SearchError("Those are all common words (like 'the' or 'how'); add a word that says what "
                               "you are looking for.")
-        expansions = glossary.expand(list(query.terms), query.text)
         reader = store or self.store
-        words = text_query(snapshot, query, reader, expansions)
-        text, searched_for = words.query, words.searched_for
+        query, searched_for = spelled(snapshot, query, reader)  # as if typed right, from here on
+        expansions = glossary.expand(list(query.terms), query.text)
+        words = text_query(snapshot, query, expansions)
+        text = words.query
         clauses = [] if text is None else [(tantivy.Occur.Must, text)]
         clauses += filter_clauses(query)
         expanded = glossary.shown(expansions)

@@ -1,13 +1,15 @@
 """A parsed query (bot.search.query.Query) as tantivy's query, over the index of bot.search.engine.
 
-    text, searched_for = text_query(snapshot, query, store, expansions)   # the scoring part
+    query, searched_for = spelled(snapshot, query, store)    # misspelt words as typed right
+    words = text_query(snapshot, query, expansions)          # the scoring part
     clauses = filter_clauses(query)                                        # since:, until:, type:, author:
 
 Any loose word may match (OR), a quoted phrase matches as a phrase, the last word typed without a space after
 it also matches as a prefix (the most frequent MAX_PREFIX_TERMS indexed terms starting with it). A word of
 MIN_FUZZY_CHARS or more letters that matches no indexed term and is no common English word (`words.english`:
 "apart" is not a typo of "part") is searched fuzzily (edit distance 1; 2 when its stem has LONG_WORD_CHARS
-letters), never as a filler word ("barely" is not "are"), and `searched_for` says what was searched for.
+letters), never as a filler word ("barely" is not "are"): `spelled` puts the word found in its place
+before anything else, and says what was searched for.
 The glossary's other forms of a term the query names are OR-ed in at EXPANSION_BOOST; two words typed next to
 each other score PAIR_BOOST more where they stand together (a word between allowed). Filters select, they do
 not score. Queries are built with tantivy.Query constructors only (never its query parser): any user string
@@ -18,7 +20,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, time, timedelta
 
 import tantivy
@@ -74,6 +77,11 @@ def _known(searcher: tantivy.Searcher, term: str) -> bool:
     return any(searcher.doc_freq(name, term) for name, _ in TEXT_FIELDS)
 
 
+def _starting(searcher: tantivy.Searcher, typed: str) -> bool:
+    """Whether an indexed term starts with `typed`."""
+    return any(searcher.terms_with_prefix(name, typed, limit=1) for name, _ in TEXT_FIELDS)
+
+
 def _prefixed(searcher: tantivy.Searcher, typed: str) -> list[str]:
     """The indexed terms a prefix typed as the last word stands for: those starting with it (the most
     frequent MAX_PREFIX_TERMS), and the longest shorter start of it that is itself an indexed term
@@ -95,7 +103,6 @@ class Words:
     """A query's words as the engine searches them (`text_query`)."""
 
     query: tantivy.Query | None  # the scoring part, None when the query has no words
-    searched_for: str | None  # the query as searched, when a misspelt word was searched as another
     words: tuple[str, ...]  # the words that decide the ranking, as searched (corrected): what meaning embeds
     required: int  # how many of the loose words (each with its other forms) an item must hold
     known: int = 0  # how many of the words some item holds (a made-up word is in none)
@@ -109,18 +116,49 @@ def required(loose: int) -> int:
     return loose if loose <= 2 else -(-2 * loose // 3)
 
 
-def text_query(
-    snapshot: Snapshot, query: Query, store: Store, expansions: list[glossary.Expansion] | None = None
-) -> Words:
-    """The scoring part of a query: every quoted phrase, and `required` of its loose content words (each word
-    matched by its stems, the prefix it was typed as, its correction, or a glossary form standing for it: the
-    glossary's other forms of an abbreviation or long form the query names, each a phrase, an abbreviation
-    also as its plural, "LLM" finds "LLMs")."""
+def spelled(snapshot: Snapshot, query: Query, store: Store) -> tuple[Query, str | None]:
+    """`query` as if its misspelt words had been typed right, and what was searched for (None: nothing was
+    misspelt). A loose word of MIN_FUZZY_CHARS or more letters that matches no indexed term (as itself, its
+    plural or, typed last, a prefix) and is neither a common English word nor a word of the glossary is
+    replaced by the nearest word the archive writes (`_correct`), so it ranks, finds its glossary forms and
+    plain words, and is embedded as if typed right ("speech recogniton" is also searched as ASR)."""
+    searcher = snapshot.searcher
+    in_phrases = {w for phrase in query.phrases for w in phrase}
+    loose = [w for w in query.content if w not in in_phrases]
+    fixed: dict[str, str] = {}
+    for n, word in enumerate(loose):
+        stems = terms(word)
+        if len(stems) != 1 or len(word) < MIN_FUZZY_CHARS or _known(searcher, stems[0]) or english(word) \
+                or stems[0] in glossary.vocabulary():
+            continue
+        last = query.prefix_last and n == len(loose) - 1 and word == query.terms[-1]
+        others = [t for form in glossary.numbers(word) for t in terms(form)]
+        if any(_known(searcher, t) for t in others) or last and _starting(searcher, word):
+            continue  # the word, typed last, begins indexed terms: it may be typed in part
+        correction = _correct(snapshot, word, stems[0], store)
+        if correction is not None:
+            fixed[word] = correction[1]
+    if not fixed:
+        return query, None
+    text = query.text
+    for wrong, right in fixed.items():
+        text = re.sub(rf"(?<!\w){re.escape(wrong)}(?!\w)", right, text, flags=re.IGNORECASE)
+    shown = [fixed.get(w, w) for w in loose if terms(w)]
+    shown += ['"' + " ".join(phrase) + '"' for phrase in query.phrases if any(terms(w) for w in phrase)]
+    typed_right = replace(query, terms=tuple(dict.fromkeys(fixed.get(t, t) for t in query.terms)),
+                          content=tuple(dict.fromkeys(fixed.get(t, t) for t in query.content)), text=text,
+                          prefix_last=query.prefix_last and query.terms[-1] not in fixed)
+    return typed_right, " ".join(shown)
+
+
+def text_query(snapshot: Snapshot, query: Query, expansions: list[glossary.Expansion] | None = None) -> Words:
+    """The scoring part of a query (its misspelt words put right by `spelled`): every quoted phrase, and
+    `required` of its loose content words (each word matched by its stems, the prefix it was typed as, or a
+    glossary form standing for it: the glossary's other forms of an abbreviation or long form the query
+    names, each a phrase, an abbreviation also in the other number, "LLM" finds "LLMs")."""
     searcher = snapshot.searcher
     clauses: list[tantivy.Query] = []
-    shown: list[str] = []
     searched: list[str] = []
-    corrected = False
     missing: list[str] = []
     in_phrases = {w for phrase in query.phrases for w in phrase}
     loose = [w for w in query.content if w not in in_phrases]
@@ -138,27 +176,10 @@ def text_query(
         # "LLM" stands for "LLMs" too and back, which the stemmer keeps apart (no vowel before the s): at the
         # weight of a glossary form, as "large language model" finds "LLMs"
         plural = [t for form in glossary.numbers(word) for t in terms(form) if t not in alternatives]
-        parts: list[tantivy.Query]
-        indexed = first or any(_known(searcher, t) for t in [*alternatives[1:], *plural])
-        if indexed or len(word) < MIN_FUZZY_CHARS or len(stems) > 1 or english(word):
-            parts = [word_query(t) for t in alternatives]
-            shown.append(word)
-            searched.append(word)
-            if not indexed:
-                missing.append(word)
-        else:
-            correction = _correct(snapshot, word, stems[0], store)
-            if correction is None:
-                parts = [word_query(t) for t in alternatives]
-                shown.append(word)
-                searched.append(word)
-                missing.append(word)
-            else:
-                term, surface = correction
-                parts = [word_query(term)]
-                shown.append(surface)
-                searched.append(surface)
-                corrected = True
+        parts = [word_query(t) for t in alternatives]
+        searched.append(word)
+        if not (first or any(_known(searcher, t) for t in [*alternatives[1:], *plural])):
+            missing.append(word)
         if forms.get(word) and word in missing:  # a glossary form may stand for it
             missing.remove(word)
         parts += forms.get(word, [])
@@ -170,11 +191,10 @@ def text_query(
         words: list[str | tuple[int, str]] = [t for w in phrase for t in terms(w)]
         if words:
             musts.append(_phrase(words, tuple(name for name, _ in TEXT_FIELDS)))
-            shown.append('"' + " ".join(phrase) + '"')
             searched.append(" ".join(phrase))
     need = required(len(clauses))
     if not clauses and not musts:
-        return Words(None if not query.terms else tantivy.Query.boolean_query([]), None, (), 0)
+        return Words(None if not query.terms else tantivy.Query.boolean_query([]), (), 0)
     if len(clauses) == 1 and not musts:
         text = clauses[0]
     elif not musts:
@@ -191,8 +211,7 @@ def text_query(
     some = None
     if len(clauses) + len(musts) > 1 and (need > 1 or musts):
         some = tantivy.Query.boolean_query([(SHOULD, c) for c in [*musts, *clauses]])
-    return Words(text, " ".join(shown) if corrected else None, tuple(searched), need, known, tuple(missing),
-                 some)
+    return Words(text, tuple(searched), need, known, tuple(missing), some)
 
 
 def _glossary_forms(
@@ -219,41 +238,56 @@ def _glossary_forms(
 
 
 def _correct(snapshot: Snapshot, word: str, stem: str, store: Store) -> tuple[str, str] | None:
-    """For a word no indexed term matches: the nearest indexed term within the fuzzy distance (tantivy's
-    fuzzy term query finds the documents; their words name the term: nearest, then most frequent), and the
-    word as most often written there."""
+    """For a word no indexed term matches: the nearest indexed term (`_nearest`) and the word as the archive
+    writes it nearest the one typed, remembered per snapshot."""
     corrections = snapshot.corrections
     if word in corrections:
         return corrections[word]
-    found = _nearest(snapshot, stem, store)
+    found = _nearest(snapshot, word, stem, store)
     while len(corrections) >= MAX_CORRECTIONS:  # the oldest first: a stream of random words holds no memory
         corrections.pop(next(iter(corrections)), None)
     corrections[word] = found
     return found
 
 
-def _nearest(snapshot: Snapshot, stem: str, store: Store) -> tuple[str, str] | None:
+def _nearest(snapshot: Snapshot, word: str, stem: str, store: Store) -> tuple[str, str] | None:
+    """The indexed term within one edit of the word's stem (two when the stem has LONG_WORD_CHARS letters):
+    tantivy's fuzzy term query finds the documents, their words name the term (nearest, then most frequent).
+    Failing that, for a word of LONG_WORD_CHARS letters, a term one of whose written forms is one edit from
+    the word as typed, the stem two edits away: stemming can part a typo from its word ("federeted" stems to
+    "federet", "federated" to "feder")."""
     searcher = snapshot.searcher
-    distance = 2 if len(stem) >= LONG_WORD_CHARS else 1
+    by_stem = 2 if len(stem) >= LONG_WORD_CHARS else 1
     letters = set(stem)
-    fuzzy = _fields({name: tantivy.Query.fuzzy_term_query(SCHEMA, name, stem, distance=distance)
-                     for name, _ in TEXT_FIELDS})
-    surfaces: dict[str, Counter[str]] = {}
-    hits = searcher.search(fuzzy, FUZZY_SAMPLE, count=False).hits
-    sample = ids_of(snapshot, [address for _, address in hits])
-    for item in items(store, sample):
-        for surface in _WORDS.findall(f"{item.title} {item.summary} {' '.join(item.authors)}".lower()):
-            found = terms(surface)
-            if len(found) == 1 and surface not in FILLER and abs(len(found[0]) - len(stem)) <= distance \
-                    and len(letters.symmetric_difference(found[0])) <= 2 * distance:
-                surfaces.setdefault(found[0], Counter())[surface] += 1
+    surfaces = _surfaces(snapshot, stem, by_stem, store, lambda surface, term: abs(len(term) - len(stem))
+                         <= by_stem and len(letters.symmetric_difference(term)) <= 2 * by_stem)
     near = [(edits(stem, t), -_frequency(searcher, t), t) for t in surfaces]
-    near = [c for c in near if c[0] <= distance]
+    near = [c for c in near if c[0] <= by_stem]
+    if not near and len(word) >= LONG_WORD_CHARS:
+        surfaces = _surfaces(snapshot, stem, 2, store, lambda surface, term: abs(len(surface) - len(word))
+                             <= 1 and edits(surface, word) <= 1)
+        near = [(min(edits(s, word) for s in surfaces[t]), -_frequency(searcher, t), t) for t in surfaces]
     if not near:
         return None
     term = min(near)[2]
-    surface = min(surfaces[term].items(), key=lambda s: (-s[1], s[0]))[0]
+    surface = min(surfaces[term].items(), key=lambda s: (edits(s[0], word), -s[1], s[0]))[0]
     return term, surface
+
+
+def _surfaces(snapshot: Snapshot, stem: str, distance: int, store: Store,
+              keep: Callable[[str, str], bool]) -> dict[str, Counter[str]]:
+    """The words (lower case, by their one term) of the FUZZY_SAMPLE items best matching `stem` within
+    `distance` edits, those `keep(surface, term)` allows, with how often each is written there."""
+    fuzzy = _fields({name: tantivy.Query.fuzzy_term_query(SCHEMA, name, stem, distance=distance)
+                     for name, _ in TEXT_FIELDS})
+    hits = snapshot.searcher.search(fuzzy, FUZZY_SAMPLE, count=False).hits
+    surfaces: dict[str, Counter[str]] = {}
+    for item in items(store, ids_of(snapshot, [address for _, address in hits])):
+        for surface in _WORDS.findall(f"{item.title} {item.summary} {' '.join(item.authors)}".lower()):
+            found = terms(surface)
+            if len(found) == 1 and surface not in FILLER and keep(surface, found[0]):
+                surfaces.setdefault(found[0], Counter())[surface] += 1
+    return surfaces
 
 
 def _frequency(searcher: tantivy.Searcher, term: str) -> int:

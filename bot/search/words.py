@@ -87,5 +87,18 @@ def _dictionary() -> frozenset[str]:
 
 def english(word: str) -> bool:
     """Whether `word` (lower case) is a common English word as written: one the bundled tokenizer holds whole
-    ("apart", "whole", "never"), or a filler word. Such a word is never taken for a misspelling of another."""
-    return word in FILLER or word in _dictionary()
+    ("apart", "whole", "never"), an inflection of one (stemmed alike: "farms", "lifting", "barely"), or a
+    filler word. Such a word is never taken for a misspelling of another."""
+    return word in FILLER or word in _dictionary() or _stem(word) in _dictionary_stems()
+
+
+def _stem(word: str) -> str | None:
+    from bot.search.analysis import terms  # the index's own analysis (which does not import this module)
+
+    found = terms(word)
+    return found[0] if len(found) == 1 else None
+
+
+@cache
+def _dictionary_stems() -> frozenset[str | None]:
+    return frozenset(_stem(word) for word in _dictionary()) - {None}
