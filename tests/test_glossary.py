@@ -105,8 +105,8 @@ def test_an_abbreviation_finds_its_plural_and_back_wherever_it_is_typed(store: S
     """The stemmer keeps "LLMs" apart from "LLM" (no vowel before the s): the abbreviation stands for both,
     first, last or alone, typed in either number."""
     store.migrate()
-    store.add_items([_item(1, "Evaluating LLMs on long documents"), _item(2, "Evaluating an LLM on short notes"),
-                     _item(3, "Evaluating parsers")])
+    store.add_items([_item(1, "Evaluating LLMs on long documents"),
+                     _item(2, "Evaluating an LLM on short notes"), _item(3, "Evaluating parsers")])
     index = SearchIndex(store)
     for typed in ("LLM evaluating", "evaluating LLM", "LLM", "LLMs", "LLMs evaluating"):
         found = search(index, typed, limit=10)

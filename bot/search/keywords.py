@@ -1,8 +1,8 @@
 """A parsed query (bot.search.query.Query) as tantivy's query, over the index of bot.search.engine.
 
-    query, searched_for = spelled(snapshot, query, store)    # misspelt words as typed right
-    words = text_query(snapshot, query, expansions)          # the scoring part
-    clauses = filter_clauses(query)                                        # since:, until:, type:, author:
+    query, searched_for = spelled(snapshot, query, store)   # misspelt words as typed right
+    words = text_query(snapshot, query, expansions)         # the scoring part (words.query)
+    clauses = filter_clauses(query)                         # since:, until:, type:, author:
 
 Any loose word may match (OR), a quoted phrase matches as a phrase, the last word typed without a space after
 it also matches as a prefix (the most frequent MAX_PREFIX_TERMS indexed terms starting with it). A word of
