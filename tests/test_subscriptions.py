@@ -3,6 +3,7 @@ backlog for a new subscriber."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -84,6 +85,17 @@ def test_keyword_subscriptions_queue_matching_items_with_the_matched_words(store
     assert queued == {"normalizing-flows": ("FLOW",), "scaling-laws-forgetting-finetuning": ("forgets",)}
 
 
+def test_an_abbreviation_subscribed_to_matches_it_in_either_number(store: Store) -> None:
+    """The stemmer keeps "LLMs" apart from "LLM" (no vowel before the s): a subscription to LLM still gets the
+    posts that say LLMs, as a search for it finds them."""
+    ingest(store, FEED, RSS, Validators())
+    store.subscribe("T1", "C1", "U1", ["LLM"])
+    ingest(store, FEED, ARCHIVE, Validators())
+    queued = {d.item_id for d in store.open_deliveries()}
+    saying = {i.id for i in NEW if re.search(r"\bLLMs?\b", f"{i.title} {i.summary}")}
+    assert saying and queued == saying
+
+
 @pytest.mark.parametrize("keyword, title, summary, hit", [
     ("flow", "Normalizing Flows are Capable Generative Models", "", True),   # stemmed
     ("FLOWS", "a normalizing flow", "", True),                              # case-insensitive
@@ -92,6 +104,9 @@ def test_keyword_subscriptions_queue_matching_items_with_the_matched_words(store
     ("image captioning", "BalCapRL: Image Captioning", "", True),           # a phrase
     ("captioning image", "BalCapRL: Image Captioning", "", False),          # in that order
     ("diffusion", "Velox", "geometry and appearance", False),
+    ("llm", "Evaluating LLMs", "", True),                                   # an abbreviation in either number
+    ("llms", "An LLM for parsing", "", True),
+    ("llm", "Fellmore", "", False),
 ])
 def test_keyword_matching(keyword: str, title: str, summary: str, hit: bool) -> None:
     assert matched_keywords(title, summary, [keyword]) == ([keyword] if hit else [])

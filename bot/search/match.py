@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 
 from bot.models import MAX_KEYWORDS, TOPIC_PREFIX
+from bot.search import glossary
 from bot.search.analysis import terms
 
 __all__ = ["MAX_KEYWORDS", "MAX_KEYWORD_CHARS", "TOPIC_PREFIX", "matched_keywords", "matcher",
@@ -41,11 +42,9 @@ def split_keywords(text: str) -> list[str]:
 
 
 def matched_keywords(title: str, summary: str, keywords: Sequence[str]) -> list[str]:
-    """The keywords (as given) whose terms occur, consecutively, in the title or in the summary."""
-    if not keywords:
-        return []
-    fields = [terms(title), terms(summary)]
-    return [keyword for keyword in keywords if any(_occurs(terms(keyword), field) for field in fields)]
+    """The keywords (as given) whose terms occur, consecutively, in the title or in the summary; an
+    abbreviation of the glossary in either number, as search takes it ("LLM" matches "LLMs", and back)."""
+    return matcher(title, summary)(keywords) if keywords else []
 
 
 def matcher(title: str, summary: str) -> Callable[[Sequence[str]], list[str]]:
@@ -53,19 +52,23 @@ def matcher(title: str, summary: str) -> Callable[[Sequence[str]], list[str]]:
     fields = [terms(title), terms(summary)]
 
     def matched(keywords: Sequence[str]) -> list[str]:
-        return [keyword for keyword in keywords if any(_occurs(_terms(keyword), field) for field in fields)]
+        return [keyword for keyword in keywords
+                if any(_occurs(phrase, field) for phrase in _phrases(keyword) for field in fields)]
 
     return matched
 
 
 @lru_cache(maxsize=4096)
-def _terms(keyword: str) -> list[str]:
-    return terms(keyword)
+def _phrases(keyword: str) -> tuple[tuple[str, ...], ...]:
+    """The keyword's terms, and an abbreviation's in the other number (the stemmer keeps "LLMs" apart)."""
+    own = tuple(terms(keyword))
+    other = [tuple(terms(form)) for form in glossary.numbers(keyword.strip())]
+    return tuple(dict.fromkeys([own, *other]))
 
 
-def _occurs(phrase: list[str], field: list[str]) -> bool:
+def _occurs(phrase: tuple[str, ...], field: list[str]) -> bool:
     """Whether `phrase` (not empty) is a run of consecutive terms of `field`."""
     if not phrase:
         return False
     n = len(phrase)
-    return any(field[i : i + n] == phrase for i, term in enumerate(field) if term == phrase[0])
+    return any(tuple(field[i : i + n]) == phrase for i, term in enumerate(field) if term == phrase[0])
