@@ -283,7 +283,25 @@ def cmd_subscribe(rest: str, inv: Invocation, services: Services) -> Reply:
     else:
         message = f"Updated {where}'s subscription: I'll post {what} here."
     change = f"Change it with `{C} subscribe &lt;keywords…&gt;`, stop with `{C} unsubscribe`."
-    return line(f"{message} {change}")
+    return line(f"{message}{_misspelt(sub.keywords, services)} {change}")
+
+
+def _misspelt(keywords: tuple[str, ...] | list[str], services: Services) -> str:
+    """A hint for the keywords no archived item says that search takes for misspellings (" No archived item
+    says `captoning`: did you mean `captioning`?"), or "". A subscription keeps what was typed: it may name
+    what the archive does not hold yet."""
+    hints = []
+    for keyword in keywords:
+        if keyword.startswith(TOPIC_PREFIX):
+            continue
+        try:  # followed by a space: the words as typed, never a prefix
+            found = services.index.search(parse_query(f"{keyword} "), 1, services.store)
+        except (SearchError, StoreError):
+            continue
+        meant = found.searched_for
+        if meant and meant != keyword:
+            hints.append(f" No archived item says `{escape(keyword)}`: did you mean `{escape(meant)}`?")
+    return "".join(hints[:3])
 
 
 def _digest_options(rest: str) -> tuple[str, str | None, str | None, str | None]:

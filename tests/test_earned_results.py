@@ -300,3 +300,16 @@ def test_matches_by_meaning_alone_are_the_few_closest(corpus: Store) -> None:
     beside = search(hybrid(corpus), "privacy", 100)
     assert sum(h.by_meaning for h in beside.hits) <= blend.MOST_BY_MEANING_MATCHED
     assert sum(not h.by_meaning for h in beside.hits) >= 10
+
+
+def test_subscribing_to_a_misspelt_keyword_keeps_it_and_says_what_was_meant(corpus: Store) -> None:
+    """A subscription keeps what was typed (it may name what the archive does not hold yet), and the reply
+    says which keywords search would take for misspellings of words the archive holds."""
+    services = Services(store=corpus, settings=Settings(), index=SearchIndex(corpus))
+    reply = handle(Invocation(text='subscribe captoning privacy "speech recogniton" zqxvwy', team_id="T1",
+                              channel_id="C1", user_id="U1"), services)
+    sub = corpus.get_subscription("T1", "C1")
+    assert sub is not None and sub.keywords == ("captoning", "privacy", "speech recogniton", "zqxvwy")
+    assert "No archived item says `captoning`: did you mean `captioning`?" in reply.text
+    assert "No archived item says `speech recogniton`: did you mean `speech recognition`?" in reply.text
+    assert reply.text.count("did you mean") == 2 and "\n" not in reply.text
