@@ -19,6 +19,8 @@ from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 
+from bot.search.analysis import terms
+
 _STOP = """a about an and any are as at be by can do does for from has have how i if in into is it its me of
 on or our say says show shows tell than that the their there these this to was we what when where which who
 why with you your"""
@@ -93,9 +95,7 @@ def english(word: str) -> bool:
 
 
 def _stem(word: str) -> str | None:
-    from bot.search.analysis import terms  # the index's own analysis (which does not import this module)
-
-    found = terms(word)
+    found = terms(word)  # the index's own analysis
     return found[0] if len(found) == 1 else None
 
 
