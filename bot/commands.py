@@ -28,6 +28,7 @@ from bot.models import MAX_WORKSPACE_TOPICS, Subscription
 from bot.search import glossary
 from bot.search.highlight import matcher_for_text
 from bot.search.index import SearchIndex
+from bot.search.keywords import spelled
 from bot.search.match import MAX_KEYWORD_CHARS, TOPIC_PREFIX, split_keywords
 from bot.search.query import parse_query
 from bot.search.related import find_item, related
@@ -294,11 +295,11 @@ def _misspelt(keywords: tuple[str, ...] | list[str], services: Services) -> str:
     for keyword in keywords:
         if keyword.startswith(TOPIC_PREFIX):
             continue
-        try:  # followed by a space: the words as typed, never a prefix
-            found = services.index.search(parse_query(f"{keyword} "), 1, services.store)
+        try:  # followed by a space: the words as typed, never a prefix; spelled only, nothing ranked
+            snapshot = services.index.current(services.store)
+            _, meant = spelled(snapshot, parse_query(f"{keyword} "), services.store)
         except (SearchError, StoreError):
             continue
-        meant = found.searched_for
         if meant and meant != keyword:
             hints.append(f" No archived item says `{escape(keyword)}`: did you mean `{escape(meant)}`?")
     return "".join(hints[:3])

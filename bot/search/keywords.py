@@ -116,6 +116,12 @@ def required(loose: int) -> int:
     return loose if loose <= 2 else -(-2 * loose // 3)
 
 
+def _loose(query: Query) -> list[str]:
+    """The words that decide the ranking and are in no quoted phrase, in the order typed."""
+    in_phrases = {w for phrase in query.phrases for w in phrase}
+    return [w for w in query.content if w not in in_phrases]
+
+
 def spelled(snapshot: Snapshot, query: Query, store: Store) -> tuple[Query, str | None]:
     """`query` as if its misspelt words had been typed right, and what was searched for (None: nothing was
     misspelt). A loose word of MIN_FUZZY_CHARS or more letters that matches no indexed term (as itself, its
@@ -123,8 +129,7 @@ def spelled(snapshot: Snapshot, query: Query, store: Store) -> tuple[Query, str 
     replaced by the nearest word the archive writes (`_correct`), so it ranks, finds its glossary forms and
     plain words, and is embedded as if typed right ("speech recogniton" is also searched as ASR)."""
     searcher = snapshot.searcher
-    in_phrases = {w for phrase in query.phrases for w in phrase}
-    loose = [w for w in query.content if w not in in_phrases]
+    loose = _loose(query)
     fixed: dict[str, str] = {}
     for n, word in enumerate(loose):
         stems = terms(word)
@@ -160,8 +165,7 @@ def text_query(snapshot: Snapshot, query: Query, expansions: list[glossary.Expan
     clauses: list[tantivy.Query] = []
     searched: list[str] = []
     missing: list[str] = []
-    in_phrases = {w for phrase in query.phrases for w in phrase}
-    loose = [w for w in query.content if w not in in_phrases]
+    loose = _loose(query)
     forms = _glossary_forms(loose, expansions or [])
     paired: list[str | None] = []  # each loose word's one indexed term, in the order typed (None: none)
     for n, word in enumerate(loose):

@@ -100,5 +100,5 @@ def _stem(word: str) -> str | None:
 
 
 @cache
-def _dictionary_stems() -> frozenset[str | None]:
-    return frozenset(_stem(word) for word in _dictionary()) - {None}
+def _dictionary_stems() -> frozenset[str]:
+    return frozenset(stem for word in _dictionary() if (stem := _stem(word)))
