@@ -403,6 +403,7 @@ def open_archive(settings: Settings) -> Any:
     return open_store(settings)
 
 
+ECHO_CHARS = 80  # of a query or topic quoted back (Slack's replies cut theirs the same: bot.views.quoted)
 EMPTY_ARCHIVE = (
     "the archive is empty: run `mlresearch-bot poll` (the feed's newest items) or `mlresearch-bot backfill` "
     "(every post on the research index) to fill it"
@@ -430,6 +431,12 @@ def _hits_json(hits: Sequence[Any]) -> str:
     )
 
 
+def _echo(text: str, limit: int = ECHO_CHARS) -> str:
+    """What a person typed, quoted back on one line and cut (a 5,000-character query is not printed whole)."""
+    shown = " ".join(text.split())
+    return repr(shown if len(shown) <= limit else shown[: limit - 1] + "…")
+
+
 def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
     from bot.search.index import SearchIndex, meaning_model
     from bot.search.query import search
@@ -453,11 +460,11 @@ def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
         topics = suggest(parse_query(query).content)
         related = f" (e.g. {', '.join(repr(t) for t in topics)})" if topics else ""
         hint = f"{absent}try fewer or broader words or a related topic{related}, or check the spelling"
-        _out(_nothing_found(store, f"no results for {query!r}: {hint}"))
+        _out(_nothing_found(store, f"no results for {_echo(query)}: {hint}"))
     from bot.blocks import format_authors  # slack_sdk's Block Kit comes with it: not paid under --json
 
     if hits and found.searched_for:
-        _out(f"searched for {found.searched_for!r}")
+        _out(f"searched for {_echo(found.searched_for)}")
     if hits:
         total = max(found.total, len(hits))
         best = f", the best {len(hits)}:" if total > len(hits) else ":"
@@ -484,7 +491,7 @@ def cmd_summarize(settings: Settings, args: argparse.Namespace) -> int:
         if args.json:
             _out(json.dumps({"topic": topic, "summary": None, "items": []}, ensure_ascii=False))
         else:
-            _out(_nothing_found(store, f"nothing in the archive is about {topic[:80]!r}: try broader words"))
+            _out(_nothing_found(store, f"nothing in the archive is about {_echo(topic)}: try broader words"))
         return EXIT_OK
     if args.json:
         _out(json.dumps(summary.as_json(), ensure_ascii=False))
@@ -493,7 +500,7 @@ def cmd_summarize(settings: Settings, args: argparse.Namespace) -> int:
         f" to {summary.last_day:%Y-%m-%d}" if summary.last_day != summary.first_day else ""
     )
     how = "quoted from the abstracts" if summary.method == "extractive" else f"written by {summary.model}"
-    _out(f"What Apple ML Research says about {topic!r} ({len(summary.items)} item(s), {span}; {how}):\n")
+    _out(f"What Apple ML Research says about {_echo(topic)} ({len(summary.items)} item(s), {span}; {how}):\n")
     _out(summary.text() + "\n")
     for n, item in enumerate(summary.items, 1):
         _out(f"[{n}] {item.title} ({item.published:%Y-%m-%d})\n    {item.link}")

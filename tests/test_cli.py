@@ -201,6 +201,9 @@ def test_an_over_long_search_searches_its_first_words_and_says_so_in_one_line(cw
         "mlresearch-bot: Your search was longer than 256 characters; I searched its first words."]
     if query.startswith("captioning"):
         assert "BalCapRL" in proc.stdout
+    else:  # nothing found: the reply names the query, cut as Slack's reply cuts it, not all 5,000 characters
+        line = proc.stdout.strip()
+        assert line.startswith("no results for 'yyy") and "…" in line and len(line) < 300
 
 
 @pytest.mark.parametrize("query", ["AND(", '"', "NEAR/3 *", "-", "🙂", "title:x"])
