@@ -8,7 +8,9 @@
    correction cached yet), searches for recurring topics (a team searches the same few dozen topics over and
    over), and a worst case where most queries match most items.
    Beside each: the serve process's CPU time per request. And the CPU time of one such search handled in
-   process (commands.handle, no Bolt or HTTP), each the first of its words.
+   process (commands.handle, no Bolt or HTTP), each the first of its words. And, as the floor the stack
+   itself sets, the bare Bolt app (below) under the first-words load: it only acks, so its p99 and CPU are
+   what waitress, Bolt and this harness's clients cost before any search.
 3. Peak RSS (VmHWM) of the serve process after that load (its search index holds the whole archive).
 4. With a PostgreSQL URL (BENCH_DATABASE_URL, or TEST_DATABASE_URL), steps 2 and 3 again for the realistic
    archive on PostgreSQL (a fresh schema, dropped afterwards), as a Heroku install runs; without one only
@@ -91,7 +93,7 @@ BARE_BOLT = textwrap.dedent("""
 
     @app.command("/mlresearch")
     def command(ack):
-        ack("ok")
+        ack(response_type="ephemeral", text="ok")
 
     slack = SlackRequestHandler(app)
 
@@ -101,7 +103,7 @@ BARE_BOLT = textwrap.dedent("""
             return [b'{"status": "ok"}']
         return slack(environ, start_response)
 
-    serve(wsgi, host="0.0.0.0", port=int(os.environ["PORT"]), threads=8)
+    serve(wsgi, host="127.0.0.1", port=int(os.environ["PORT"]), threads=2)  # serve's HTTP_THREADS
 """)
 
 
@@ -163,9 +165,14 @@ def time_to_healthz(argv: list[str], env: dict[str, str], cwd: Path, port: int) 
         proc.wait(30)
 
 
-def cold_start(env: dict[str, str], tmp: Path, runs: int) -> None:
+def bare_bolt(tmp: Path) -> Path:
     bare = tmp / "bare_bolt.py"
     bare.write_text(BARE_BOLT)
+    return bare
+
+
+def cold_start(env: dict[str, str], tmp: Path, runs: int) -> None:
+    bare = bare_bolt(tmp)
     # Slack's and waitress's modules were byte-compiled when pip installed them; the bot's own are compiled
     # the same way (as `make run`, a regular install or Heroku's build do), not at every start: this checkout
     # is installed editable, and where PYTHONDONTWRITEBYTECODE is set Python would never keep them compiled.
@@ -264,6 +271,17 @@ def postgres_copy(url: str, source: SQLiteStore) -> Iterator[str]:
         yield store.url
 
 
+def stack_floor(env: dict[str, str], tmp: Path, clients: int, per_client: int) -> None:
+    """The bare Bolt app (waitress and Bolt with serve's threads, a listener that only acks) under the
+    first-words load: what the stack and these clients cost before any search. Not a target: a reading of
+    how much of the round trip's p99 and CPU is left to the search in the machine's present phase."""
+    with ServeProcess(env, tmp, argv=[sys.executable, str(bare_bolt(tmp))]) as bare:
+        search_load(bare, clients, 5)
+        few = per_client // 4
+        report("bare Bolt app that only acks (the stack's floor), the first-words load",
+               measure(bare, clients, few, new_queries(clients * few), unique=True), clients, 0, target=False)
+
+
 def realistic_loads(bot: ServeProcess, clients: int, per_client: int, backend: str) -> list[Load]:
     """The realistic archive's two mixes (each search the first of its words; recurring topics), reported."""
     search_load(bot, clients, 5)  # warm up: auth.test, page cache, the index's first build
@@ -353,8 +371,9 @@ def reference_loop_ms() -> float:
 def report(label: str, load: Load, clients: int, items: int, *, target: bool) -> None:
     latencies = load.latencies
     p99 = percentile(latencies, 0.99)
+    archive = f"{items:,} items, " if items else ""
     print(f"search round trip, {label} ({clients} concurrent clients, {len(latencies)} requests, "
-          f"{items:,} items, {load.rate:.0f} req/s):")
+          f"{archive}{load.rate:.0f} req/s):")
     verdict = f"   target p99 < 100 ms: {'ok' if p99 < 100 else 'MISSED'}" if target else ""
     print(f"  p50 {percentile(latencies, 0.5):6.1f} ms   p99 {p99:6.1f} ms   "
           f"max {latencies[-1] * 1000:6.1f} ms   CPU {load.cpu_ms:4.1f} ms a request{verdict}")
@@ -450,6 +469,7 @@ def main() -> None:
         loads: list[Load] = []
         real = archive(tmp, dense=False)
         in_process(real)
+        stack_floor(env, tmp, clients, per_client)
         with ServeProcess({**env, "DATABASE_URL": f"sqlite:///{real.path}"}, tmp) as bot:
             loads += realistic_loads(bot, clients, per_client, "SQLite")
             assert bot.proc is not None

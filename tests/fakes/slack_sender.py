@@ -110,7 +110,10 @@ def clean_env(**values: str) -> dict[str, str]:
 class ServeProcess:
     """`python -m bot serve` in a subprocess (working directory `cwd`, so no stray .env is read)."""
 
-    def __init__(self, env: dict[str, str], cwd: Path, *, secret: str = SECRET) -> None:
+    def __init__(self, env: dict[str, str], cwd: Path, *, secret: str = SECRET,
+                 argv: list[str] | None = None) -> None:
+        # `python -m bot serve`, or another app served the same way (bench_app's bare Bolt)
+        self.argv = argv or [sys.executable, "-m", "bot", "serve"]
         self.port = int(env.get("PORT") or free_port())
         self.env = clean_env(**{**env, "PORT": str(self.port)})
         self.cwd = cwd
@@ -124,7 +127,7 @@ class ServeProcess:
 
     def start(self, timeout: float = 20.0) -> ServeProcess:
         with self.log.open("w") as out:
-            self.proc = subprocess.Popen([sys.executable, "-m", "bot", "serve"], cwd=self.cwd, env=self.env,
+            self.proc = subprocess.Popen(self.argv, cwd=self.cwd, env=self.env,
                                          stdout=out, stderr=subprocess.STDOUT, text=True)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
