@@ -103,8 +103,12 @@ def share_button(value: str) -> dict[str, Any]:
 
 
 def quoted(text: str, limit: int = 80) -> str:
-    """User input echoed back: one line, cut, escaped."""
-    return "“" + escape(cut(" ".join(text.split()), limit)) + "”"
+    """User input echoed back: one line, cut, escaped, in curly quotes (a text that is one quoted phrase in
+    those quotes alone: “image captioning”, not “"image captioning"”)."""
+    text = " ".join(text.split())
+    if len(text) > 2 and text[0] == text[-1] == '"' and text.count('"') == 2:
+        text = text[1:-1]
+    return "“" + escape(cut(text, limit)) + "”"
 
 
 def channel_ref(channel_id: str) -> str:

@@ -77,6 +77,18 @@ def test_quotes_mean_the_phrase(corpus: Store) -> None:
     assert search(index, '"captioning zebras"', 100).hits == []
 
 
+def test_a_reply_names_a_quoted_phrase_in_one_pair_of_quotes(corpus: Store) -> None:
+    """The reply says what was searched for as typed, quotes and all, but not inside a second pair."""
+    services = Services(store=corpus, settings=Settings(), index=hybrid(corpus))
+    for typed, named in [('"image captioning"', "“image captioning”"),
+                         ('"image captioning" reinforcement', '“"image captioning" reinforcement”'),
+                         ('"zebra captioning"', "“zebra captioning”")]:
+        asked = Invocation(text=f"search {typed}", team_id="T1", channel_id="C1", user_id="U1")
+        reply = handle(asked, services)
+        assert f" for {named}" in reply.text, reply.text
+        assert '“"' not in reply.text.replace(named, "")
+
+
 def test_a_phrase_nobody_wrote_gets_the_usual_hint(corpus: Store) -> None:
     reply = handle(Invocation(text='search "zebra captioning"', team_id="T1", channel_id="C1", user_id="U1"),
                    Services(store=corpus, settings=Settings(), index=hybrid(corpus)))
