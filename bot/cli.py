@@ -457,6 +457,8 @@ def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
         from bot.search.query import parse_query
 
         absent = f"no item holds {', '.join(repr(w) for w in found.missing[:3])}; " if found.missing else ""
+        absent += "".join(f"no item says {_echo(typed)}: did you mean {_echo(right)}? "
+                          for typed, right in found.meant[:2])
         topics = suggest(parse_query(query).content)
         related = f" (e.g. {', '.join(repr(t) for t in topics)})" if topics else ""
         hint = f"{absent}try fewer or broader words or a related topic{related}, or check the spelling"

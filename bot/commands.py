@@ -28,7 +28,7 @@ from bot.models import MAX_WORKSPACE_TOPICS, Subscription
 from bot.search import glossary
 from bot.search.highlight import matcher_for_text
 from bot.search.index import SearchIndex
-from bot.search.keywords import spelled
+from bot.search.keywords import as_spelled
 from bot.search.match import MAX_KEYWORD_CHARS, TOPIC_PREFIX, split_keywords
 from bot.search.query import parse_query
 from bot.search.related import find_item, related
@@ -202,7 +202,7 @@ def cmd_search(rest: str, inv: Invocation, services: Services) -> Reply:
             "post)."
         )
     if not hits:
-        return Reply(*views.no_results(rest, found.missing, glossary.suggest(query.content)))
+        return Reply(*views.no_results(rest, found.missing, glossary.suggest(query.content), found.meant))
     shown = hits[:SEARCH_RESULTS]
     summaries = " ".join(h.item.summary for h in shown)
     searched = parse_query(found.searched_for).terms if found.searched_for else query.terms
@@ -295,9 +295,8 @@ def _misspelt(keywords: tuple[str, ...] | list[str], services: Services) -> str:
     for keyword in keywords:
         if keyword.startswith(TOPIC_PREFIX):
             continue
-        try:  # followed by a space: the words as typed, never a prefix; spelled only, nothing ranked
-            snapshot = services.index.current(services.store)
-            _, meant = spelled(snapshot, parse_query(f"{keyword} "), services.store)
+        try:  # spelled only, nothing ranked
+            meant = as_spelled(services.index.current(services.store), keyword, services.store)
         except (SearchError, StoreError):
             continue
         if meant and meant != keyword:

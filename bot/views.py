@@ -220,9 +220,13 @@ def related_reply(item: Item, related: Sequence[Any]) -> tuple[str, Blocks]:
     return f"Related to {escape(cut(item.title, 100))}: {titles}", blocks
 
 
-def no_results(text: str, missing: Sequence[str] = (), topics: Sequence[str] = ()) -> tuple[str, Blocks]:
-    """Nothing earned a place: one line saying so (and which words no item holds), and what to try."""
+def no_results(text: str, missing: Sequence[str] = (), topics: Sequence[str] = (),
+               meant: Sequence[tuple[str, str]] = ()) -> tuple[str, Blocks]:
+    """Nothing earned a place: one line saying so (which words no item holds, which quoted phrase was most
+    likely meant), and what to try."""
     absent = f" No item holds {', '.join(quoted(w, 40) for w in missing[:3])}." if missing else ""
+    absent += "".join(f" No item says {quoted(typed, 60)}: did you mean {quoted(right, 60)}?"
+                      for typed, right in meant[:2])
     related = ", ".join(f"`{escape(cut(t, 60))}`" for t in topics[:2]) or "`vision`, `privacy`, `speech`"
     message = (
         f"No results for {quoted(text)}.{absent} Try fewer or broader words, or a related topic (e.g. "

@@ -206,6 +206,14 @@ def test_an_over_long_search_searches_its_first_words_and_says_so_in_one_line(cw
         assert line.startswith("no results for 'yyy") and "…" in line and len(line) < 300
 
 
+def test_a_misspelt_quoted_phrase_finds_nothing_and_says_what_was_meant(cwd):
+    run(cwd, "poll", FEED_URL=str(RSS_PATH))
+    proc = run(cwd, "search", '"image captoning"')
+    assert proc.returncode == 0 and proc.stdout.count("\n") == 1
+    assert proc.stdout.startswith("no results for '\"image captoning\"': no item says 'image captoning': "
+                                  "did you mean 'image captioning'? try")
+
+
 @pytest.mark.parametrize("query", ["AND(", '"', "NEAR/3 *", "-", "🙂", "title:x"])
 def test_fts_syntax_never_escapes_the_cli(cwd, query):
     run(cwd, "poll", FEED_URL=str(RSS_PATH))

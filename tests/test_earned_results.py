@@ -89,6 +89,23 @@ def test_a_reply_names_a_quoted_phrase_in_one_pair_of_quotes(corpus: Store) -> N
         assert '“"' not in reply.text.replace(named, "")
 
 
+@pytest.mark.parametrize("meaning", [False, True])
+def test_a_misspelt_quoted_phrase_finds_nothing_and_the_reply_says_what_was_meant(
+    corpus: Store, meaning: bool
+) -> None:
+    """Quotes mean the phrase as typed, so a misspelt one is not searched as another; the answer names it."""
+    index = hybrid(corpus) if meaning else SearchIndex(corpus)
+    found = search(index, '"image captoning"', 100)
+    assert found.hits == [] and found.meant == (("image captoning", "image captioning"),)
+    assert search(index, '"zebra captioning"', 100).meant == ()
+    assert search(index, '"image captioning"', 100).meant == ()
+    reply = handle(Invocation(text='search "image captoning" type:paper', team_id="T1", channel_id="C1",
+                              user_id="U1"), Services(store=corpus, settings=Settings(), index=index))
+    assert reply.text.startswith("No results for")
+    assert "No item says “image captoning”: did you mean “image captioning”?" in reply.text
+    assert "\n" not in reply.text
+
+
 def test_a_phrase_nobody_wrote_gets_the_usual_hint(corpus: Store) -> None:
     reply = handle(Invocation(text='search "zebra captioning"', team_id="T1", channel_id="C1", user_id="U1"),
                    Services(store=corpus, settings=Settings(), index=hybrid(corpus)))

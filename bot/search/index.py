@@ -32,7 +32,7 @@ from bot.errors import BotError, SearchError, SearchUnavailable
 from bot.models import SearchHit
 from bot.search import glossary
 from bot.search.engine import Snapshot, build, newest_hits, ranked_hits
-from bot.search.keywords import combined, filter_clauses, spelled, text_query
+from bot.search.keywords import as_spelled, combined, filter_clauses, spelled, text_query
 from bot.search.query import MAX_QUERY_CHARS, Query
 from bot.search.words import STOPWORDS
 from bot.store import Store
@@ -61,6 +61,8 @@ class Found:
     # a long query was cut
     total: int = 0  # how many items earned a place (hits are the best `limit` of them)
     missing: tuple[str, ...] = ()  # words of the query that no item holds
+    meant: tuple[tuple[str, str], ...] = ()  # when nothing was found: (a quoted phrase, as search would spell
+    # it) for each phrase holding a misspelt word ("image captoning", "image captioning")
 
 
 class SearchIndex:
@@ -255,6 +257,17 @@ class SearchIndex:
         return found
 
     def _search(self, snapshot: Snapshot, query: Query, limit: int, store: Store | None) -> Found:
+        found = self._ranked(snapshot, query, limit, store)
+        if found.hits or not query.phrases:
+            return found
+        # Quotes mean the phrase as typed, so a misspelt one is searched as typed (and found nowhere); the
+        # answer says what was most likely meant, as `subscribe` does for a keyword.
+        reader = store or self.store
+        typed = [" ".join(phrase) for phrase in query.phrases]
+        meant = [(words, right) for words in typed if (right := as_spelled(snapshot, words, reader))]
+        return replace(found, meant=tuple(meant))
+
+    def _ranked(self, snapshot: Snapshot, query: Query, limit: int, store: Store | None) -> Found:
         if query.terms and not query.phrases and all(t in STOPWORDS for t in query.terms):
             raise SearchError("Those are all common words (like 'the' or 'how'); add a word that says what "
                               "you are looking for.")

@@ -1,6 +1,7 @@
 """A parsed query (bot.search.query.Query) as tantivy's query, over the index of bot.search.engine.
 
     query, searched_for = spelled(snapshot, query, store)   # misspelt words as typed right
+    as_spelled(snapshot, "image captoning", store)          # -> "image captioning" (a phrase, a keyword)
     words = text_query(snapshot, query, expansions)         # the scoring part (words.query)
     clauses = filter_clauses(query)                         # since:, until:, type:, author:
 
@@ -29,7 +30,7 @@ import tantivy
 from bot.search import glossary
 from bot.search.analysis import terms
 from bot.search.engine import SCHEMA, TEXT_FIELDS, Snapshot, ids_of, items
-from bot.search.query import Query
+from bot.search.query import Query, parse_query
 from bot.search.words import FILLER, english
 from bot.store import Store
 
@@ -154,6 +155,13 @@ def spelled(snapshot: Snapshot, query: Query, store: Store) -> tuple[Query, str 
                           content=tuple(dict.fromkeys(fixed.get(t, t) for t in query.content)), text=text,
                           prefix_last=query.prefix_last and query.terms[-1] not in fixed)
     return typed_right, " ".join(shown)
+
+
+def as_spelled(snapshot: Snapshot, words: str, store: Store) -> str | None:
+    """`words` (a keyword, or a quoted phrase's words: taken whole, never as a prefix) with the misspelt ones
+    put right as `spelled` puts a query's ("image captoning" -> "image captioning"); None when none is."""
+    typed_right, searched_for = spelled(snapshot, parse_query(f"{words} "), store)
+    return typed_right.text if searched_for else None
 
 
 def text_query(snapshot: Snapshot, query: Query, expansions: list[glossary.Expansion] | None = None) -> Words:
