@@ -15,9 +15,9 @@ from __future__ import annotations
 import json
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from bot.config import Settings
 from bot.errors import FeedError, SummaryError
@@ -59,6 +59,7 @@ class Summary:
     items: tuple[Item, ...]  # the cited items, in order of first citation
     method: str  # "extractive" | "abstractive"
     model: str | None = None
+    searched_for: str | None = None  # the topic as searched, when a misspelt word was searched as another
 
     @property
     def first_day(self) -> date:
@@ -88,19 +89,25 @@ def topic_terms(topic: str) -> tuple[list[str], bool, Any]:
     return terms, prefix_last, query.filters
 
 
-def retrieve(index: SearchIndex, topic: str, limit: int = MAX_ITEMS) -> tuple[list[Item], list[str], bool]:
-    """The items most about the topic (best first, from the search index), the terms used, and whether the
-    last is a prefix."""
+class Retrieved(NamedTuple):
+    items: list[Item]  # the items most about the topic, best first
+    terms: list[str]  # the terms the sentences quoted are chosen by
+    prefix_last: bool  # whether the last term is a prefix
+    searched_for: str | None  # the topic as searched when a misspelt word was searched as another
+
+
+def retrieve(index: SearchIndex, topic: str, limit: int = MAX_ITEMS) -> Retrieved:
+    """The items most about the topic (from the search index), and how their sentences are chosen."""
     terms, prefix_last, filters = topic_terms(topic)
     found = index.search(parse_query(topic), limit)
     hits = found.hits
     if found.searched_for:  # a misspelt word was searched as another: the summary quotes what was found
         terms, prefix_last = list(parse_query(found.searched_for).content), False
     if not hits:
-        return [], terms, prefix_last
+        return Retrieved([], terms, prefix_last, found.searched_for)
     best = hits[0].score
     items = [h.item for h in hits if best <= 0 or h.score >= best * RELEVANCE_FLOOR]
-    return items, terms, prefix_last
+    return Retrieved(items, terms, prefix_last, found.searched_for)
 
 
 def sentences(text: str) -> list[str]:
@@ -209,19 +216,20 @@ class Summarizer:
     def summarize(self, index: SearchIndex, topic: str) -> Summary | None:
         """The summary, or None when nothing in the archive matches the topic. Raises SearchError for a
         topic that is not a usable query (too long, no words)."""
-        items, terms, prefix_last = retrieve(index, topic)
+        items, terms, prefix_last, searched_for = retrieve(index, topic)
         if not items:
             return None
         if self.abstractive:
             try:
                 bullets = self.ask_model(topic, items)
-                return cite(topic, bullets, items, "abstractive", self.model)
+                written = cite(topic, bullets, items, "abstractive", self.model)
+                return replace(written, searched_for=searched_for)
             except SummaryError as exc:
                 log.warning("event=summary_fallback reason=%r", str(exc))
         bullets = extractive(items, terms, prefix_last)
         if not bullets:  # abstracts without a complete sentence: cite the items by title alone
             bullets = [Bullet(item.title, (n,)) for n, item in enumerate(items[:MAX_BULLETS], 1)]
-        return cite(topic, bullets, items, "extractive", None)
+        return replace(cite(topic, bullets, items, "extractive", None), searched_for=searched_for)
 
     # the model ------------------------------------------------------------------------------------------
 

@@ -258,12 +258,14 @@ def summary_reply(summary: Summary) -> tuple[str, Blocks]:
         if summary.method == "extractive"
         else f"written by {escape(cut(summary.model or 'a language model', 60))} from these items only"
     )
-    blocks: Blocks = [section(f"*What Apple ML Research says about {quoted(summary.topic)}*")]
+    blocks: Blocks = [context(f"Searched for {quoted(summary.searched_for)}")] if summary.searched_for else []
+    blocks.append(section(f"*What Apple ML Research says about {quoted(summary.topic)}*"))
     for bullet in summary.bullets:
         sources = "; ".join(citation(summary.items[n - 1]) for n in bullet.sources)
         blocks.append(section(f"• {escape(bullet.text)}\n      ↳ {sources}"))
     blocks.append(context(f"{len(summary.items)} item(s), {span} · {how}"))
-    text = f"What Apple ML Research says about {quoted(summary.topic)}: " + " ".join(
+    searched = f"Searched for {quoted(summary.searched_for)}. " if summary.searched_for else ""
+    text = f"{searched}What Apple ML Research says about {quoted(summary.topic)}: " + " ".join(
         escape(b.text) for b in summary.bullets
     )
     return cut(text, 3000), blocks

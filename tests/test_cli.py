@@ -206,6 +206,14 @@ def test_an_over_long_search_searches_its_first_words_and_says_so_in_one_line(cw
         assert line.startswith("no results for 'yyy") and "…" in line and len(line) < 300
 
 
+def test_a_summary_of_a_misspelt_topic_says_what_it_searched_for(cwd):
+    run(cwd, "poll", FEED_URL=str(RSS_PATH))
+    proc = run(cwd, "summarize", "captoning")
+    assert proc.returncode == 0
+    assert proc.stdout.startswith("searched for 'captioning'\n"
+                                  "What Apple ML Research says about 'captoning' (")
+
+
 def test_a_misspelt_quoted_phrase_finds_nothing_and_says_what_was_meant(cwd):
     run(cwd, "poll", FEED_URL=str(RSS_PATH))
     proc = run(cwd, "search", '"image captoning"')

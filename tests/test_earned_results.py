@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from bot.commands import Invocation, Services, handle
+from bot.commands import Invocation, Reply, Services, handle
 from bot.config import Settings
 from bot.errors import NothingFound, SearchError
 from bot.models import Item
@@ -233,6 +233,22 @@ def test_a_summary_quotes_only_sentences_about_the_topic(corpus: Store) -> None:
     for bullet in summary.bullets:
         assert re.search(r"\balignment", bullet.text, re.IGNORECASE), bullet.text
         assert "aligns with our focus" not in bullet.text
+
+
+def test_a_summary_of_a_misspelt_topic_says_what_it_searched_for(corpus: Store) -> None:
+    """As search does: the summary is of the topic typed right, and the reply says so."""
+    services = Services(store=corpus, settings=Settings(), index=hybrid(corpus))
+
+    def summarize(topic: str) -> Reply:
+        return handle(Invocation(text=f"summarize {topic}", team_id="T1", channel_id="C1", user_id="U1"),
+                      services)
+
+    typo = summarize("speech recogniton")
+    assert typo.text.startswith("Searched for “speech recognition”. What Apple ML Research says about "
+                                "“speech recogniton”:"), typo.text
+    assert typo.blocks[0]["elements"][0]["text"] == "Searched for “speech recognition”"
+    right = summarize("speech recognition").text
+    assert not right.startswith("Searched for") and right.split(": ", 1)[1] == typo.text.split(": ", 1)[1]
 
 
 def test_a_question_is_ranked_by_its_topic_not_its_question_words(corpus: Store) -> None:

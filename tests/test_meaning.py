@@ -190,7 +190,7 @@ def test_summaries_retrieve_with_the_hybrid_ranking(corpus_store: Store) -> None
     from bot.summarize import retrieve
 
     query = "a speaker hearing you across a noisy kitchen"
-    items, _, _ = retrieve(hybrid(corpus_store), query)
+    items = retrieve(hybrid(corpus_store), query).items
     assert any("HomePod" in i.title for i in items)
     assert parse_query(query).text == query.replace("a smart", "a smart")
 
