@@ -260,6 +260,15 @@ def test_a_question_is_ranked_by_its_topic_not_its_question_words(corpus: Store)
     assert parse_query("hey siri").content == ("hey", "siri")
 
 
+@pytest.mark.parametrize("asked", ["who wrote MobileCLIP?", "who are the authors of MobileCLIP?",
+                                   "what has been written about MobileCLIP?"])
+def test_asking_who_wrote_a_paper_finds_the_paper(corpus: Store, asked: str) -> None:
+    """Words about authorship are question words: they never decide the ranking (no item says "wrote")."""
+    found = search(hybrid(corpus), asked, 5)
+    assert found.hits and found.hits[0].item.title.startswith("MobileCLIP"), asked
+    assert parse_query(asked).content == ("mobileclip",)
+
+
 @pytest.mark.parametrize("text", ['"image captioning', 'image "" captioning', '"of the" captioning',
                                   "captioning " + "🙂" * 300, "“image captioning"])
 def test_odd_quotes_and_long_queries_search_what_can_be_searched(corpus: Store, text: str) -> None:
