@@ -269,6 +269,19 @@ def test_asking_who_wrote_a_paper_finds_the_paper(corpus: Store, asked: str) -> 
     assert parse_query(asked).content == ("mobileclip",)
 
 
+@pytest.mark.parametrize(("asked", "held"), [
+    ("is there a paper explaining how FastVLM works?", r"\bFastVLM"),
+    ("what conferences did apple attend?", r"\bconference"),
+    ("did apple release any datasets?", r"\bdataset"),
+])
+def test_a_questions_verbs_never_decide_its_ranking(corpus: Store, asked: str, held: str) -> None:
+    """Explaining, attending, releasing: what a question asks of a topic, not the topic. Every result holds
+    the topic's word, none is there by meaning alone for want of the verb."""
+    found = search(hybrid(corpus), asked, 10)
+    assert found.hits, asked
+    assert all(holds(h.item, held) and not h.by_meaning for h in found.hits), asked
+
+
 @pytest.mark.parametrize("text", ['"image captioning', 'image "" captioning', '"of the" captioning',
                                   "captioning " + "🙂" * 300, "“image captioning"])
 def test_odd_quotes_and_long_queries_search_what_can_be_searched(corpus: Store, text: str) -> None:

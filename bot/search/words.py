@@ -44,7 +44,8 @@ anything everything else there's here's been
 make makes making made better best good improve improves improving improved way ways use uses using used
 looked worked someone somebody everyone everybody going gonna actually really very quite maybe probably
 especially particularly specifically bot guys folks put much many lot lots so own other another each every
-wrote written authored author authors
+wrote written authored author authors release releases releasing explain explains explained explaining
+attend attends attended attending
 don doesn didn isn aren wasn weren haven hasn hadn won wouldn shouldn couldn
 """
 # Filler beyond STOPWORDS is dropped only from a question or a longer query: two words typed as a search are
