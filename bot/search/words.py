@@ -12,7 +12,9 @@
 
 from __future__ import annotations
 
+import gzip
 import importlib.util
+import io
 import json
 import re
 from collections.abc import Sequence
@@ -89,11 +91,36 @@ def _dictionary() -> frozenset[str]:
     return frozenset(m.group(1) for token in vocab if (m := _WHOLE_WORD.fullmatch(token)))
 
 
+# pyspellchecker's English word list (MIT): about 128,000 words as written, inflections included, each seen
+# at least 50 times in its corpora (subtitles and word lists), no common misspelling among them ("recieve",
+# "captoning"). Only its file is read, from the installed package, as the tokenizer's is.
+SPELLING_LIST = ("resources", "en.json.gz")  # in the spellchecker package
+_LISTED = re.compile(r'^"([a-z]+)": \d+,?$', re.MULTILINE)  # the file's lines: "word": count,
+
+
 def english(word: str) -> bool:
-    """Whether `word` (lower case) is a common English word as written: one the bundled tokenizer holds whole
-    ("apart", "whole", "never"), an inflection of one (stemmed alike: "farms", "lifting", "barely"), or a
-    filler word. Such a word is never taken for a misspelling of another."""
-    return word in FILLER or word in _dictionary() or _stem(word) in _dictionary_stems()
+    """Whether `word` (lower case) is an English word as written: one the bundled tokenizer holds whole
+    ("apart", "whole", "never"), an inflection of one (stemmed alike: "farms", "lifting", "barely"), a
+    filler word, or one of the English word list ("accents", "pottery"). Such a word is never taken for a
+    misspelling of another ("accents" is not "accept")."""
+    return word in FILLER or word in _dictionary() or _stem(word) in _dictionary_stems() \
+        or f"\n{word}\n" in _listed()
+
+
+@cache
+def _listed() -> str:
+    """The English word list as one string, each word between line breaks: ~1.2 MB, where a set of its words
+    would hold ~12 MB (a word is looked up only when a query holds a word no item does)."""
+    root = package_root("spellchecker")
+    try:
+        text = "" if root is None else gzip.decompress(root.joinpath(*SPELLING_LIST).read_bytes()).decode()
+    except (OSError, EOFError, UnicodeDecodeError):  # gzip.BadGzipFile is an OSError
+        text = ""  # without the list, the tokenizer's words still guard the common ones
+    kept = io.StringIO()
+    kept.write("\n")
+    for found in _LISTED.finditer(text):  # one word at a time: no list of 128,000 strings, even for a moment
+        kept.write(found.group(1) + "\n")
+    return kept.getvalue()
 
 
 def _stem(word: str) -> str | None:
