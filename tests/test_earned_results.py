@@ -155,6 +155,19 @@ def test_a_rare_word_finds_its_one_item_first(store: Store) -> None:
     assert all(h.by_meaning for h in found.hits[1:])
 
 
+@pytest.mark.parametrize("meaning", [False, True])
+def test_a_name_typed_whole_is_no_prefix_of_a_shorter_word(corpus: Store, meaning: bool) -> None:
+    """A last word typed whole that the archive holds ("ToolSandbox", one post's name) stands for itself, not
+    for a shorter word it starts with ("tool"): only the post holding it matches the words."""
+    index = hybrid(corpus) if meaning else SearchIndex(corpus)
+    for name, pattern in (("ToolSandbox", r"\bToolSandbox"), ("MobileCLIP", r"\bMobileCLIP"),
+                          ("who wrote FastVLM?", r"\bFastVLM")):
+        found = search(index, name, 10)
+        assert found.hits and holds(found.hits[0].item, pattern), name
+        assert all(holds(h.item, pattern) for h in found.hits if not h.by_meaning), name
+    assert search(index, "normalizin", 10).hits  # a word cut short still stands for its stem's start
+
+
 def test_nothing_clears_the_floor_and_search_says_so_in_one_line(corpus: Store) -> None:
     services = Services(store=corpus, settings=Settings(), index=hybrid(corpus))
     found = search(services.index, "zqxv wibblefrotz", 10)

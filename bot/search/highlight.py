@@ -40,9 +40,9 @@ class WordMatcher:
     """Whether a word matches the query terms (call it: `word -> bool`); `among` answers for many words.
 
     With `prefix_last`, the last word typed also stands for the terms the search expands it to: every term
-    that starts with it, and the longest start of it (of MIN_STEM_CHARS or more) among the `known` terms, as
-    the search takes the longest among the index's ("normalizin" stands for "normal", the term of
-    "normalizing")."""
+    that starts with it, and (unless its own term is among the `known` ones) the longest start of it (of
+    MIN_STEM_CHARS or more) among them, as the search takes the longest among the index's ("normalizin" stands
+    for "normal", the term of "normalizing"; "mobileclip" is never "mobile")."""
 
     def __init__(self, terms: Sequence[str], prefix_last: bool, known: Collection[str] = ()) -> None:
         self.terms = tuple(terms)
@@ -53,7 +53,8 @@ class WordMatcher:
         typed = self.terms[-1].lower() if prefix_last and self.terms else ""
         self._typed = typed if analyze(typed) else ""  # "": no prefix matching
         starts = (self._typed[:end] for end in range(len(self._typed) - 1, MIN_STEM_CHARS - 1, -1))
-        longest = next((start for start in starts if start in known), None)
+        whole = any(term in known for term in analyze(self._typed))  # typed whole: no shorter start
+        longest = None if whole else next((start for start in starts if start in known), None)
         self._exact = frozenset(exact if longest is None else exact | {longest})
         self._seen = _answers(self._exact, self._typed)  # shared by the matchers of the same terms
         # A word whose first character is ASCII can only match a term that begins with it lower-cased (folding

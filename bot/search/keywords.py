@@ -85,13 +85,16 @@ def _starting(searcher: tantivy.Searcher, typed: str) -> bool:
 
 def _prefixed(searcher: tantivy.Searcher, typed: str) -> list[str]:
     """The indexed terms a prefix typed as the last word stands for: those starting with it (the most
-    frequent MAX_PREFIX_TERMS), and the longest shorter start of it that is itself an indexed term
-    ("normalizin" never prefixes "normal", the stem of "normalizing")."""
+    frequent MAX_PREFIX_TERMS), and, unless the word as typed is itself indexed, the longest shorter start of
+    it that is ("normalizin" never prefixes "normal", the stem of "normalizing"; but "ToolSandbox", a name
+    one post holds, is no "tool", nor "MobileCLIP" "mobile")."""
     found: Counter[str] = Counter()
     for name, _ in TEXT_FIELDS:
         for term, count in searcher.terms_with_prefix(name, typed, limit=MAX_PREFIX_TERMS):
             found[term] += count
     chosen = [term for term, _ in found.most_common(MAX_PREFIX_TERMS)]
+    if any(_known(searcher, term) for term in terms(typed)):
+        return chosen
     for end in range(len(typed) - 1, MIN_STEM_CHARS - 1, -1):
         if _known(searcher, typed[:end]):
             chosen.append(typed[:end])
