@@ -349,6 +349,8 @@ def test_a_common_word_is_never_taken_for_a_misspelling(corpus: Store, meaning: 
     # "accept", "battery", "analysis" and "academic" (758 of 6,000 common English words were "corrected")
     for english in ("making siri understand accents", "bacteria detection", "analyst reports", "academy"):
         assert search(index, english, 10).searched_for is None, english
+    for name in ("memoji", "apps for visionos"):  # Apple's names: no typo of "memory", "vision"
+        assert search(index, name, 10).searched_for is None, name
 
 
 @pytest.mark.parametrize(("typed", "found"), [

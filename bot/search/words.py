@@ -55,6 +55,15 @@ don doesn didn isn aren wasn weren haven hasn hadn won wouldn shouldn couldn
 MIN_FILLER_WORDS = 3
 GREETINGS = frozenset({"hey", "hi", "hello", "yo", "hiya"})  # dropped as a question's first word only
 FILLER = STOPWORDS | frozenset(_FILLER.split())
+# Names of Apple's platforms, devices and features, as people type them in Slack (lower case): words as
+# written, like English ones, though no dictionary holds them ("memoji" is no typo of "memory", nor
+# "visionos" of "vision").
+_APPLE_NAMES = """
+ios ipados macos watchos tvos visionos xros iphone ipad macbook imac airpods homepod appletv applewatch
+memoji animoji genmoji facetime imessage icloud siri spotlight quicktype faceid touchid truedepth
+airtag carplay healthkit arkit coreml createml mlx swiftui xcode wwdc
+"""
+APPLE_NAMES = frozenset(_APPLE_NAMES.split())
 
 
 def content(words: Sequence[str], question: bool = True) -> list[str]:
@@ -101,10 +110,10 @@ _LISTED = re.compile(r'^"([a-z]+)": \d+,?$', re.MULTILINE)  # the file's lines: 
 def english(word: str) -> bool:
     """Whether `word` (lower case) is an English word as written: one the bundled tokenizer holds whole
     ("apart", "whole", "never"), an inflection of one (stemmed alike: "farms", "lifting", "barely"), a
-    filler word, or one of the English word list ("accents", "pottery"). Such a word is never taken for a
-    misspelling of another ("accents" is not "accept")."""
-    return word in FILLER or word in _dictionary() or _stem(word) in _dictionary_stems() \
-        or f"\n{word}\n" in _listed()
+    filler word, one of the English word list ("accents", "pottery"), or a name of Apple's (APPLE_NAMES).
+    Such a word is never taken for a misspelling of another ("accents" is not "accept")."""
+    return word in FILLER or word in APPLE_NAMES or word in _dictionary() \
+        or _stem(word) in _dictionary_stems() or f"\n{word}\n" in _listed()
 
 
 @cache
