@@ -77,7 +77,7 @@ def shown_items(understood: Understood, services: Services) -> list[Item]:
             found = index.search(parse_query(understood.query), SEARCH_RESULTS + 1, store)
             return [hit.item for hit in found.hits[:SEARCH_RESULTS]]
         if understood.action == "summarize":
-            return retrieve(index, understood.query)[0]
+            return retrieve(index, understood.query).items
     except SearchError:
         return []
     return []

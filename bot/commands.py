@@ -299,7 +299,7 @@ def _misspelt(keywords: tuple[str, ...] | list[str], services: Services) -> str:
             meant = as_spelled(services.index.current(services.store), keyword, services.store)
         except (SearchError, StoreError):
             continue
-        if meant and meant != keyword:
+        if meant:
             hints.append(f" No archived item says `{escape(keyword)}`: did you mean `{escape(meant)}`?")
     return "".join(hints[:3])
 

@@ -164,6 +164,14 @@ def usage_reply(word: str) -> tuple[str, Blocks]:
 BY_MEANING = "related by meaning: it does not use your words"
 
 
+def _searched_for(searched_for: str | None) -> tuple[str, Blocks]:
+    """A reply's opening when a misspelt word was searched as another: its text ("" when none) and blocks."""
+    if not searched_for:
+        return "", []
+    said = f"Searched for {quoted(searched_for)}"
+    return f"{said}. ", [context(said)]
+
+
 def search_reply(
     text: str, hits: Sequence[SearchHit], matcher: WordMatcher, total: int, searched_for: str | None = None,
     expanded: str | None = None, note: str | None = None,
@@ -173,7 +181,7 @@ def search_reply(
     if not hits:
         return no_results(text)
     total = max(total, len(hits))
-    blocks: Blocks = [context(f"Searched for {quoted(searched_for)}")] if searched_for else []
+    searched, blocks = _searched_for(searched_for)
     if expanded:
         blocks.append(context(f"Searched for {escape(cut(expanded, 300))}"))
     if note:
@@ -187,7 +195,6 @@ def search_reply(
         blocks.append(result_actions(hit.item))
     titles = "; ".join(escape(cut(h.item.title, 100)) + (" (related by meaning)" if h.by_meaning else "")
                        for h in hits)
-    searched = f"Searched for {quoted(searched_for)}. " if searched_for else ""
     return f"{searched}{count}: {titles}", blocks
 
 
@@ -258,13 +265,12 @@ def summary_reply(summary: Summary) -> tuple[str, Blocks]:
         if summary.method == "extractive"
         else f"written by {escape(cut(summary.model or 'a language model', 60))} from these items only"
     )
-    blocks: Blocks = [context(f"Searched for {quoted(summary.searched_for)}")] if summary.searched_for else []
+    searched, blocks = _searched_for(summary.searched_for)
     blocks.append(section(f"*What Apple ML Research says about {quoted(summary.topic)}*"))
     for bullet in summary.bullets:
         sources = "; ".join(citation(summary.items[n - 1]) for n in bullet.sources)
         blocks.append(section(f"• {escape(bullet.text)}\n      ↳ {sources}"))
     blocks.append(context(f"{len(summary.items)} item(s), {span} · {how}"))
-    searched = f"Searched for {quoted(summary.searched_for)}. " if summary.searched_for else ""
     text = f"{searched}What Apple ML Research says about {quoted(summary.topic)}: " + " ".join(
         escape(b.text) for b in summary.bullets
     )

@@ -83,17 +83,17 @@ def _starting(searcher: tantivy.Searcher, typed: str) -> bool:
     return any(searcher.terms_with_prefix(name, typed, limit=1) for name, _ in TEXT_FIELDS)
 
 
-def _prefixed(searcher: tantivy.Searcher, typed: str) -> list[str]:
+def _prefixed(searcher: tantivy.Searcher, typed: str, indexed: bool) -> list[str]:
     """The indexed terms a prefix typed as the last word stands for: those starting with it (the most
-    frequent MAX_PREFIX_TERMS), and, unless the word as typed is itself indexed, the longest shorter start of
-    it that is ("normalizin" never prefixes "normal", the stem of "normalizing"; but "ToolSandbox", a name
-    one post holds, is no "tool", nor "MobileCLIP" "mobile")."""
+    frequent MAX_PREFIX_TERMS), and, unless the word as typed is itself `indexed` (its term is), the longest
+    shorter start of it that is ("normalizin" never prefixes "normal", the stem of "normalizing"; but
+    "ToolSandbox", a name one post holds, is no "tool", nor "MobileCLIP" "mobile")."""
     found: Counter[str] = Counter()
     for name, _ in TEXT_FIELDS:
         for term, count in searcher.terms_with_prefix(name, typed, limit=MAX_PREFIX_TERMS):
             found[term] += count
     chosen = [term for term, _ in found.most_common(MAX_PREFIX_TERMS)]
-    if any(_known(searcher, term) for term in terms(typed)):
+    if indexed:
         return chosen
     for end in range(len(typed) - 1, MIN_STEM_CHARS - 1, -1):
         if _known(searcher, typed[:end]):
@@ -187,7 +187,7 @@ def text_query(snapshot: Snapshot, query: Query, expansions: list[glossary.Expan
         paired.append(stems[0] if len(stems) == 1 and first else None)
         alternatives = list(dict.fromkeys(stems))
         if query.prefix_last and n == len(loose) - 1 and word == query.terms[-1]:
-            alternatives += [t for t in _prefixed(searcher, word) if t not in alternatives]
+            alternatives += [t for t in _prefixed(searcher, word, first) if t not in alternatives]
         # "LLM" stands for "LLMs" too and back, which the stemmer keeps apart (no vowel before the s): at the
         # weight of a glossary form, as "large language model" finds "LLMs"
         plural = [t for form in glossary.numbers(word) for t in terms(form) if t not in alternatives]
