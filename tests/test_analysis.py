@@ -15,7 +15,7 @@ import pytest
 from bot.feed import kind_of
 from bot.models import Item
 from bot.search import glossary
-from bot.search.analysis import terms
+from bot.search.analysis import KEPT_APART, terms
 from bot.search.highlight import (
     WordMatcher,
     highlighted_snippet,
@@ -47,6 +47,43 @@ PAIRS = sorted({f"{a} {b}".lower() for post in POSTS for a, b in pairwise(words(
 ])
 def test_words_are_split_on_punctuation_lower_cased_and_stemmed(text: str, expected: list[str]) -> None:
     assert terms(text) == expected
+
+
+@pytest.mark.parametrize("word, other", [
+    ("accessibility", "access"), ("accessible", "accessing"), ("experiments", "experience"),
+    ("personalized", "person"), ("generalization", "general"), ("engineering", "engine"),
+    ("objective", "object"), ("multiplication", "multiple"), ("utility", "utilize"),
+    ("activations", "active"),
+    ("initialization", "initial"), ("differentiable", "differential"), ("animation", "animal"),
+])
+def test_a_word_the_stemmer_would_join_to_another_of_another_meaning_keeps_its_own_term(
+        word: str, other: str) -> None:
+    """Porter's English stemmer gives each pair one term; a search for the first listed posts saying the
+    second. The word keeps a term of its own, whatever its case, in a text or alone."""
+    assert terms(word) != terms(other)
+    assert terms(word.upper()) == terms(word) == terms(f"an {word}.")[1:]
+    assert terms(f"{word} {other}") == [*terms(word), *terms(other)]
+
+
+def test_each_word_kept_apart_is_analyzed_as_a_term_no_other_word_has() -> None:
+    kept = set(KEPT_APART.values())
+    for term in kept:
+        assert terms(term) == [term], term  # the stemmer leaves it as it is
+    for word, term in KEPT_APART.items():
+        assert terms(word) == [term], word
+    written = {w.lower() for post in POSTS for w in words(f"{post['title']} {post['abstract']}")}
+    others = written - set(KEPT_APART)
+    assert not {term for word in others for term in terms(word)} & kept
+
+
+def test_a_subscription_and_a_highlight_keep_the_words_apart_as_search_does() -> None:
+    title, summary = "Access to data", "We log what each person may access, as an engine would."
+    for keyword in ("accessibility", "personalized", "engineering"):
+        assert matched_keywords(title, summary, [keyword]) == []
+        assert matching_words(words(f"{title} {summary}"), [keyword]) == set()
+    assert matched_keywords("Accessibility on device", "", ["accessible"]) == ["accessible"]
+    assert highlighted_snippet("Making apps accessible.", word_matcher(["accessibility"])) == \
+        "Making apps *accessible*."
 
 
 def test_tokens_of_100_bytes_or_more_are_dropped() -> None:

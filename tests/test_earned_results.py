@@ -168,6 +168,22 @@ def test_a_name_typed_whole_is_no_prefix_of_a_shorter_word(corpus: Store, meanin
     assert search(index, "normalizin", 10).hits  # a word cut short still stands for its stem's start
 
 
+@pytest.mark.parametrize("meaning", [False, True])
+def test_a_word_the_stemmer_joins_to_another_finds_only_its_own(corpus: Store, meaning: bool) -> None:
+    """The English stemmer gives "accessibility" and "access" one term, "experiments" and "experience",
+    "object" and "objective", "engineering" and "engine": a search for the first of each listed posts about
+    access to data, user experience, training objectives and the Neural Engine among its matches. A typo of
+    the word, or its start typed last, finds the word's own posts too."""
+    index = hybrid(corpus) if meaning else SearchIndex(corpus)
+    for typed, pattern in (("accessibility", r"\baccessib"), ("experiments", r"\bexperiment"),
+                           ("object", r"\bobjects?\b"), ("engineering", r"\bengineer"),
+                           ("accesibility", r"\baccessib"), ("accessib", r"\baccessib")):
+        found = search(index, typed, 20)
+        matched = [h.item for h in found.hits if not h.by_meaning]
+        assert matched and all(holds(item, pattern) for item in matched), typed
+    assert search(index, "accesibility", 5).searched_for == "accessibility"
+
+
 def test_nothing_clears_the_floor_and_search_says_so_in_one_line(corpus: Store) -> None:
     services = Services(store=corpus, settings=Settings(), index=hybrid(corpus))
     found = search(services.index, "zqxv wibblefrotz", 10)

@@ -7,8 +7,9 @@ query's best hits (`ranked_hits`).
     ranked_hits(snapshot, query, limit=5, store=store) -> [SearchHit, ...]
 
 Indexed: title (weighted TITLE_BOOST), summary and authors (AUTHORS_BOOST), all analyzed by
-bot.search.analysis (English stemming), with positions (phrases); the kind and the publication date as
-fields (filters). Equal scores are ordered newest first, then by id, so both stores give the same order.
+bot.search.analysis (English stemming; the words it keeps apart written as their terms first), with positions
+(phrases); the kind and the publication date as fields (filters). Equal scores are ordered newest first,
+then by id, so both stores give the same order.
 
 Memory: tantivy holds the indexed text; Python holds only an Entry per item (what ranking and filters ask of
 every candidate). The items a search returns are read from the database (`hits_of`, one query), so the
@@ -28,7 +29,7 @@ import tantivy
 from bot import memory
 from bot.feed import kind_of
 from bot.models import Item, SearchHit
-from bot.search.analysis import ANALYZER_NAME, analyzer
+from bot.search.analysis import ANALYZER_NAME, analyzer, kept_apart
 from bot.store import Store
 from bot.store.models import from_iso
 
@@ -163,9 +164,9 @@ def _document(row: dict[str, Any], n: int) -> tantivy.Document:
     doc = tantivy.Document()
     doc.add_text("id", row["id"])
     doc.add_unsigned("n", n)
-    doc.add_text("title", row["title"])
-    doc.add_text("summary", row["summary"] or "")
-    doc.add_text("authors", " \n ".join(json.loads(row["authors"] or "[]")))
+    doc.add_text("title", kept_apart(row["title"]))
+    doc.add_text("summary", kept_apart(row["summary"] or ""))
+    doc.add_text("authors", kept_apart(" \n ".join(json.loads(row["authors"] or "[]"))))
     doc.add_text("kind", _kind(row))
     published = from_iso(row["published"])
     if published is not None:

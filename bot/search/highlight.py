@@ -21,6 +21,7 @@ from functools import lru_cache
 from itertools import accumulate
 
 from bot.blocks import escape
+from bot.search.analysis import KEPT_TERMS
 from bot.search.analysis import terms as analyze
 from bot.search.glossary import numbers
 
@@ -40,9 +41,9 @@ class WordMatcher:
     """Whether a word matches the query terms (call it: `word -> bool`); `among` answers for many words.
 
     With `prefix_last`, the last word typed also stands for the terms the search expands it to: every term
-    that starts with it, and (unless its own term is among the `known` ones) the longest start of it (of
-    MIN_STEM_CHARS or more) among them, as the search takes the longest among the index's ("normalizin" stands
-    for "normal", the term of "normalizing"; "mobileclip" is never "mobile")."""
+    that starts with it, and (unless its own term is among the `known` ones, or starts one of them) the
+    longest start of it (of MIN_STEM_CHARS or more) among them, as the search takes the longest among the
+    index's ("normalizin" stands for "normal", the term of "normalizing"; "mobileclip" is never "mobile")."""
 
     def __init__(self, terms: Sequence[str], prefix_last: bool, known: Collection[str] = ()) -> None:
         self.terms = tuple(terms)
@@ -53,10 +54,14 @@ class WordMatcher:
         typed = self.terms[-1].lower() if prefix_last and self.terms else ""
         self._typed = typed if analyze(typed) else ""  # "": no prefix matching
         starts = (self._typed[:end] for end in range(len(self._typed) - 1, MIN_STEM_CHARS - 1, -1))
-        whole = any(term in known for term in analyze(self._typed))  # typed whole: no shorter start
-        longest = None if whole else next((start for start in starts if start in known), None)
+        whole = any(term in known for term in analyze(self._typed))  # typed whole
+        # typed whole, or the start of a known term: no shorter start
+        starting = whole or any(term.startswith(self._typed) for term in known) if self._typed else True
+        longest = None if starting else next((start for start in starts if start in known), None)
+        # a word typed whole stands for no word kept apart from it ("object" is never "objective")
+        self._apart = KEPT_TERMS if whole else frozenset()
         self._exact = frozenset(exact if longest is None else exact | {longest})
-        self._seen = _answers(self._exact, self._typed)  # shared by the matchers of the same terms
+        self._seen = _answers(self._exact, self._typed, self._apart)  # shared by matchers of the same terms
         # A word whose first character is ASCII can only match a term that begins with it lower-cased (folding
         # and lower-casing leave it so, and the stemmer keeps a word's first letter); `among` asks only those,
         # and words holding non-ASCII characters or "_" (which the analysis may fold or split).
@@ -72,8 +77,9 @@ class WordMatcher:
         return seen
 
     def _matches(self, word: str) -> bool:
-        exact, typed = self._exact, self._typed
-        return any(term in exact or (typed and term.startswith(typed)) for term in analyze(word))
+        exact, typed, apart = self._exact, self._typed, self._apart
+        return any(term in exact or (typed and term.startswith(typed) and term not in apart)
+                   for term in analyze(word))
 
     def among(self, words: Collection[str]) -> Set[str]:
         """Those of `words` that match."""
@@ -83,7 +89,7 @@ class WordMatcher:
 
 
 @lru_cache(maxsize=256)
-def _answers(exact: frozenset[str], typed: str) -> dict[str, bool]:
+def _answers(exact: frozenset[str], typed: str, apart: frozenset[str]) -> dict[str, bool]:
     """word -> whether it matches these terms: one dict for every matcher of the same terms (a reply's five
     snippets, and the next search of the same topic), so each word is analyzed and compared once."""
     return {}

@@ -28,7 +28,7 @@ from datetime import UTC, datetime, time, timedelta
 import tantivy
 
 from bot.search import glossary
-from bot.search.analysis import terms
+from bot.search.analysis import KEPT_APART, KEPT_TERMS, terms
 from bot.search.engine import SCHEMA, TEXT_FIELDS, Snapshot, ids_of, items
 from bot.search.query import Query, parse_query
 from bot.search.words import FILLER, english
@@ -85,15 +85,19 @@ def _starting(searcher: tantivy.Searcher, typed: str) -> bool:
 
 def _prefixed(searcher: tantivy.Searcher, typed: str, indexed: bool) -> list[str]:
     """The indexed terms a prefix typed as the last word stands for: those starting with it (the most
-    frequent MAX_PREFIX_TERMS), and, unless the word as typed is itself `indexed` (its term is), the longest
-    shorter start of it that is ("normalizin" never prefixes "normal", the stem of "normalizing"; but
-    "ToolSandbox", a name one post holds, is no "tool", nor "MobileCLIP" "mobile")."""
+    frequent MAX_PREFIX_TERMS), and, when none does and the word as typed is not itself `indexed` (its term
+    is not), the longest shorter start of it that is ("normalizin" never prefixes "normal", the stem of
+    "normalizing"; but "ToolSandbox", a name one post holds, is no "tool", nor "MobileCLIP" "mobile", and
+    "accessib", the start of "accessibl", no "access"). A word typed whole stands for no word the analysis
+    keeps apart from it ("object" is never "objective")."""
+    apart = KEPT_TERMS if indexed else frozenset()
     found: Counter[str] = Counter()
     for name, _ in TEXT_FIELDS:
         for term, count in searcher.terms_with_prefix(name, typed, limit=MAX_PREFIX_TERMS):
-            found[term] += count
+            if term not in apart:
+                found[term] += count
     chosen = [term for term, _ in found.most_common(MAX_PREFIX_TERMS)]
-    if indexed:
+    if indexed or chosen:
         return chosen
     for end in range(len(typed) - 1, MIN_STEM_CHARS - 1, -1):
         if _known(searcher, typed[:end]):
@@ -273,6 +277,9 @@ def _nearest(snapshot: Snapshot, word: str, stem: str, store: Store) -> tuple[st
     "federet", "federated" to "feder")."""
     searcher = snapshot.searcher
     by_stem = 2 if len(stem) >= LONG_WORD_CHARS else 1
+    apart = _apart(searcher, word)
+    if apart is not None:
+        return apart
     letters = set(stem)
     surfaces = _surfaces(snapshot, stem, by_stem, store, lambda surface, term: abs(len(term) - len(stem))
                          <= by_stem and len(letters.symmetric_difference(term)) <= 2 * by_stem)
@@ -287,6 +294,17 @@ def _nearest(snapshot: Snapshot, word: str, stem: str, store: Store) -> tuple[st
     term = min(near)[2]
     surface = min(surfaces[term].items(), key=lambda s: (edits(s[0], word), -s[1], s[0]))[0]
     return term, surface
+
+
+def _apart(searcher: tantivy.Searcher, word: str) -> tuple[str, str] | None:
+    """A word the analysis keeps apart (`analysis.KEPT_APART`) one edit from `word` (two when it has
+    LONG_WORD_CHARS letters) whose term the index holds, nearest first: its term is no stem of it, so a typo's
+    stem does not lead there ("accesibility" stems to "acces", one edit from "access")."""
+    most = 2 if len(word) >= LONG_WORD_CHARS else 1
+    near = sorted((edits(kept, word), kept) for kept in KEPT_APART
+                  if kept[0] == word[0] and abs(len(kept) - len(word)) <= most)
+    return next(((KEPT_APART[kept], kept) for n, kept in near
+                 if n <= most and _known(searcher, KEPT_APART[kept])), None)
 
 
 def _surfaces(snapshot: Snapshot, stem: str, distance: int, store: Store,
