@@ -168,6 +168,22 @@ def test_a_name_typed_whole_is_no_prefix_of_a_shorter_word(corpus: Store, meanin
     assert search(index, "normalizin", 10).hits  # a word cut short still stands for its stem's start
 
 
+@pytest.mark.parametrize("typed, pattern", [
+    ("MobileCLIP", r"\bMobileCLIP"), ("LoRA", r"\bLoRA\b"), ("point cloud", r"\bpoint clouds?\b"),
+    ("POI", r"\bPOIs?\b"), ("how do transformers run on the Neural Engine?", r"Neural Engine"),
+])
+def test_what_the_words_found_is_not_padded_with_items_unlike_it(corpus: Store, typed: str, pattern: str
+                                                                  ) -> None:
+    """An item close in meaning alone must also be near what the words found (the query moved toward the
+    best keyword hits' meaning): the post holding a name is not followed by one "related by meaning" about
+    something else (MobileCLIP by a post on device-directed speech, LoRA by FastVLM, a point cloud by
+    homomorphic encryption), as each was before."""
+    found = search(hybrid(corpus), typed, 10)
+    assert found.hits and all(holds(hit.item, pattern) and not hit.by_meaning for hit in found.hits), \
+        [(hit.item.title, hit.by_meaning) for hit in found.hits]
+    assert found.total == len(found.hits)
+
+
 @pytest.mark.parametrize("meaning", [False, True])
 def test_a_word_the_stemmer_joins_to_another_finds_only_its_own(corpus: Store, meaning: bool) -> None:
     """The English stemmer gives "accessibility" and "access" one term, "experiments" and "experience",
