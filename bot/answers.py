@@ -1,8 +1,9 @@
 """What an answer in a thread is made of, and how a written answer is streamed into Slack.
 
-    shown_items(understood, services)        # the items the answer lists (the search API's, as it is)
+    shown_items(understood, services)        # the items the answer lists (the search API's, as it is), and
+                                             # the topic as searched when a misspelt word was put right
     feedback_block()                         # 👍/👎 (`context_actions` with `feedback_buttons`), last
-    stream_written(client, q, understood, items, services, metadata, fallback)
+    stream_written(client, q, understood, shown, services, metadata, fallback)
         # with a model endpoint: the header at once (chat.startStream), each checked sentence as the model
         # writes it (chat.appendStream), then the cited items and the feedback buttons (chat.stopStream)
 
@@ -19,7 +20,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.models.blocks import (
@@ -66,21 +67,27 @@ def feedback_block() -> dict[str, Any]:
     )]).to_dict()
 
 
-def shown_items(understood: Understood, services: Services) -> list[Item]:
+class Shown(NamedTuple):
+    items: list[Item]  # what the answer lists
+    searched_for: str | None = None  # the topic as searched, when a misspelt word was searched as typed right
+
+
+def shown_items(understood: Understood, services: Services) -> Shown:
     """The items an answer to `understood` lists: the search's results (nothing filtered here), the newest
     items, or those a summary draws on."""
     store, index = services.store, services.index
     try:
         if understood.action == "latest":
-            return store.latest(min(understood.count or LATEST_DEFAULT, LATEST_MAX))
+            return Shown(store.latest(min(understood.count or LATEST_DEFAULT, LATEST_MAX)))
         if understood.action == "search":
             found = index.search(parse_query(understood.query), SEARCH_RESULTS + 1, store)
-            return [hit.item for hit in found.hits[:SEARCH_RESULTS]]
+            return Shown([hit.item for hit in found.hits[:SEARCH_RESULTS]], found.searched_for)
         if understood.action == "summarize":
-            return retrieve(index, understood.query).items
+            retrieved = retrieve(index, understood.query)
+            return Shown(retrieved.items, retrieved.searched_for)
     except SearchError:
-        return []
-    return []
+        return Shown([])
+    return Shown([])
 
 
 def shown_json(items: list[Item] | tuple[Item, ...]) -> list[dict[str, str]]:
@@ -91,7 +98,7 @@ def stream_written(
     client: Any,
     question: Any,  # a bot.conversation.Question
     understood: Understood,
-    items: list[Item],
+    shown: Shown,
     services: Services,
     metadata: dict[str, Any],
     fallback: Callable[[], tuple[str, list[dict[str, Any]]]],
@@ -101,7 +108,8 @@ def stream_written(
     docstring). Raises SlackApiError only when the finished answer could not be posted either."""
     q = question
     assert services.summarizer is not None
-    said = understood.describe()
+    items = shown.items
+    said = understood.describe(shown.searched_for)
     stream = client.chat_stream(channel=q.channel_id, thread_ts=q.thread_ts, recipient_team_id=q.team_id,
                                 recipient_user_id=q.user_id, buffer_size=STREAM_BUFFER)
     streaming = _send(lambda: stream.append(markdown_text=f"_{said}_\n\n"), "start", q)

@@ -115,8 +115,9 @@ class Understood:
             return "help"
         return f"{self.action} {self.query}"
 
-    def describe(self) -> str:
-        """What was searched for, as escaped mrkdwn, so a person can correct it."""
+    def describe(self, searched_for: str | None = None) -> str:
+        """What was searched for, as escaped mrkdwn, so a person can correct it; `searched_for`: the topic as
+        searched when a misspelt word was searched as typed right (the words typed are named too)."""
         if self.action == "help":
             return ""
         if self.action == "latest":
@@ -124,6 +125,8 @@ class Understood:
         else:
             verb = "Summarized" if self.action == "summarize" else "Searched for"
             topic = f"“{escape(self.topic)}”" if self.words else "everything"
+            if searched_for and self.words:
+                topic = f"“{escape(searched_for)}” (you typed {topic})"
             said = f"{verb} {topic}"
             span = _span(self.since, self.until)
             if span:

@@ -14,7 +14,7 @@ import logging
 import re
 import unicodedata
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -77,6 +77,7 @@ class Reply:
     text: str  # plain-text fallback (escaped feed text)
     blocks: list[dict[str, Any]] = field(default_factory=list)
     share_value: str | None = None  # when set, `blocks` end with the "Share in channel" button
+    searched_for: str | None = None  # a misspelt word was searched as typed right: what was (as it opens)
 
 
 @dataclass
@@ -168,18 +169,18 @@ def _answer(inv: Invocation, services: Services, shared_by: str | None, button: 
         log.exception("event=command_crashed name=%s", word[:20])
         return line("Something went wrong on my side; nothing was changed. Try again in a minute.")
     if reply.share_value is None or not button:
-        return Reply(reply.text, reply.blocks) if reply.share_value is not None else reply
+        return replace(reply, share_value=None)
     if shared_by is not None:
         blocks = [*reply.blocks, views.context(f"Shared by {views.user_ref(shared_by)}")]
-        return Reply(reply.text, blocks, None)
+        return replace(reply, blocks=blocks, share_value=None)
     value = f"{word} {rest}".strip()[: views.SHARE_VALUE_LIMIT]
-    return Reply(reply.text, [*reply.blocks, views.share_button(value)], value)
+    return replace(reply, blocks=[*reply.blocks, views.share_button(value)], share_value=value)
 
 
-def _shareable(message: tuple[str, Blocks]) -> Reply:
+def _shareable(message: tuple[str, Blocks], searched_for: str | None = None) -> Reply:
     """Content worth sharing, marked by an empty `share_value`: `_answer` fills it in and adds the button (or,
     when the reply is being shared, the "shared by" line)."""
-    return Reply(message[0], message[1], share_value="")
+    return Reply(message[0], message[1], share_value="", searched_for=searched_for)
 
 
 # --- handlers (rest, invocation, services) -> Reply --------------------------------------------------------
@@ -211,7 +212,7 @@ def cmd_search(rest: str, inv: Invocation, services: Services) -> Reply:
     matcher = matcher_for_text(summaries, searched, prefix_last=query.prefix_last and not found.searched_for)
     reply = views.search_reply(rest, shown, matcher, found.total,
                                searched_for=found.searched_for, expanded=found.expanded, note=found.note)
-    return _shareable(reply)
+    return _shareable(reply, found.searched_for)
 
 
 def cmd_related(rest: str, inv: Invocation, services: Services) -> Reply:
@@ -245,7 +246,7 @@ def cmd_summarize(rest: str, inv: Invocation, services: Services) -> Reply:
     summary = summarizer.summarize(services.index, rest)
     if summary is None:
         return Reply(*views.no_summary(rest))
-    return _shareable(views.summary_reply(summary))
+    return _shareable(views.summary_reply(summary), summary.searched_for)
 
 
 def cmd_subscribe(rest: str, inv: Invocation, services: Services) -> Reply:

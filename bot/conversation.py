@@ -156,7 +156,8 @@ def answer(
             _quietly(status, WORKING)
         if title is not None and previous is None:
             _quietly(title, cut(" ".join(q.text.split()) or "Question", 120))
-        items = answers.shown_items(understood, services)
+        shown = answers.shown_items(understood, services)
+        items = shown.items
         written = bool(items) and understood.action in ("search", "summarize") and \
             services.summarizer is not None and services.summarizer.abstractive and unfinished is None
         if not written:
@@ -174,7 +175,7 @@ def answer(
         if written:
             extractive = dataclasses.replace(services, summarizer=None)
             done = answers.stream_written(
-                client, q, understood, items, services, metadata,
+                client, q, understood, shown, services, metadata,
                 lambda: reply_for(understood, q, extractive),
                 started=lambda ts: store.note_reply(q.team_id, q.channel_id, q.ts, ts))
             reply_ts, items, how = done.ts, list(done.items), done.how
@@ -235,10 +236,14 @@ def reply_for(understood: Understood, q: Question, services: Services) -> tuple[
         return HELP, [views.section(HELP)]
     inv = Invocation(text=understood.command(), team_id=q.team_id, channel_id=q.channel_id, user_id=q.user_id)
     reply = commands.converse(inv, services)
-    said = understood.describe()
+    text, shown = reply.text, reply.blocks
+    if reply.searched_for:  # said once, in the header: "Searched for “speech recognition” (you typed …)"
+        opening, opened = views.searched_opening(reply.searched_for)
+        text, shown = text.removeprefix(opening), [block for block in shown if block not in opened]
+    said = understood.describe(reply.searched_for)
     hint = " Reply in this thread to narrow it down (“and on-device?”) or change it (“what about vision?”)."
-    blocks = [views.context(said + hint), *reply.blocks][:MAX_BLOCKS]
-    return cut(f"{said} {reply.text}", TEXT_LIMIT), blocks
+    blocks = [views.context(said + hint), *shown][:MAX_BLOCKS]
+    return cut(f"{said} {text}", TEXT_LIMIT), blocks
 
 
 def in_context(understood: Understood, q: Question, store: Store) -> Understood:

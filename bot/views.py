@@ -164,8 +164,9 @@ def usage_reply(word: str) -> tuple[str, Blocks]:
 BY_MEANING = "related by meaning: it does not use your words"
 
 
-def _searched_for(searched_for: str | None) -> tuple[str, Blocks]:
-    """A reply's opening when a misspelt word was searched as another: its text ("" when none) and blocks."""
+def searched_opening(searched_for: str | None) -> tuple[str, Blocks]:
+    """A reply's opening when a misspelt word was searched as another: its text ("" when none) and blocks. An
+    answer in a thread says it in its own header instead (`conversation.reply_for` takes it out)."""
     if not searched_for:
         return "", []
     said = f"Searched for {quoted(searched_for)}"
@@ -181,7 +182,7 @@ def search_reply(
     if not hits:
         return no_results(text)
     total = max(total, len(hits))
-    searched, blocks = _searched_for(searched_for)
+    searched, blocks = searched_opening(searched_for)
     if expanded:
         blocks.append(context(f"Searched for {escape(cut(expanded, 300))}"))
     if note:
@@ -265,7 +266,7 @@ def summary_reply(summary: Summary) -> tuple[str, Blocks]:
         if summary.method == "extractive"
         else f"written by {escape(cut(summary.model or 'a language model', 60))} from these items only"
     )
-    searched, blocks = _searched_for(summary.searched_for)
+    searched, blocks = searched_opening(summary.searched_for)
     blocks.append(section(f"*What Apple ML Research says about {quoted(summary.topic)}*"))
     for bullet in summary.bullets:
         sources = "; ".join(citation(summary.items[n - 1]) for n in bullet.sources)

@@ -217,6 +217,18 @@ def model() -> Iterator[FakeOpenAI]:
         yield api
 
 
+def test_a_written_answer_to_a_misspelt_question_is_headed_by_what_was_searched(
+    store: Store, slack_api: FakeSlack, model: FakeOpenAI
+) -> None:
+    """The streamed header said the words as typed ("speech recogniton") though the search put them right."""
+    with running(store, slack_api, summary_api_url=model.url, summary_api_key="k") as bot:
+        dm(bot, "anything on speech recogniton?")
+        bot.drain()
+        (message,) = slack_api.streamed("D0ALICE")
+    assert message["markdown"].startswith(
+        "_Searched for “speech recognition” (you typed “speech recogniton”)")
+
+
 def test_a_written_answer_streams_sentences_that_cite_and_ends_with_the_cited_items(
     store: Store, slack_api: FakeSlack, model: FakeOpenAI, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -151,6 +151,18 @@ def test_a_mention_is_answered_in_its_thread_with_links(bot: Bot) -> None:
     assert reply["text"] and len(reply["text"]) <= 3000
 
 
+def test_a_misspelt_question_says_once_what_was_searched_and_what_was_typed(bot: Bot) -> None:
+    """The header named the words as typed and the reply under it the words as searched ("Searched for
+    “speech recogniton”", then "Searched for “speech recognition”"): now the header says both, once."""
+    bot.mention("anything on speech recogniton this year?")
+    bot.drain()
+    (reply,) = bot.answers("C0TALK")
+    body = mrkdwn(reply)
+    assert "Searched for “speech recognition” (you typed “speech recogniton”) published since" in body
+    assert body.count("Searched for “") == 1 and reply["text"].count("Searched for “") == 1
+    assert "<https://machinelearning.apple.com/research/speech-on-device|" in body
+
+
 def test_a_follow_up_in_the_thread_keeps_the_topic(bot: Bot) -> None:
     first = bot.mention("what has Apple published on speech recognition this year?")
     bot.drain()
