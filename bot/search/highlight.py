@@ -55,8 +55,8 @@ class WordMatcher:
         self._typed = typed if analyze(typed) else ""  # "": no prefix matching
         starts = (self._typed[:end] for end in range(len(self._typed) - 1, MIN_STEM_CHARS - 1, -1))
         whole = any(term in known for term in analyze(self._typed))  # typed whole
-        # typed whole, or the start of a known term: no shorter start
-        starting = whole or any(term.startswith(self._typed) for term in known) if self._typed else True
+        # typed whole, or the start of a known term: no shorter start of it
+        starting = not self._typed or whole or any(term.startswith(self._typed) for term in known)
         longest = None if starting else next((start for start in starts if start in known), None)
         # a word typed whole stands for no word kept apart from it ("object" is never "objective")
         self._apart = KEPT_TERMS if whole else frozenset()
