@@ -104,8 +104,9 @@ def rank(model: Embedder, snapshot: Snapshot, vectors: Vectors, query: Query,
         share = score / best_keyword if best_keyword > 0 else 0.0
         scores[item_id] = TIER + KEYWORD_WEIGHT * share + (1 - KEYWORD_WEIGHT) * meaning
     admits = bool(words.known) and not query.phrases  # else nothing is close in meaning to any of the words
-    feedback = [v for _, item_id in keyword_hits[:FEEDBACK] if (v := vectors.vector(item_id)) is not None]
-    if admits and feedback:  # a match by meaning alone must be near what the words found, too
+    feedback = [v for _, item_id in keyword_hits[:FEEDBACK] if (v := vectors.vector(item_id)) is not None] \
+        if admits else []
+    if feedback:  # a match by meaning alone must be near what the words found, too
         sims, mean, spread = _similarities(vectors, _fed_back(qvec, feedback), allowed)
     nearest = np.argpartition(-sims, CANDIDATES)[:CANDIDATES] if len(sims) > CANDIDATES else \
         np.arange(len(sims))
