@@ -92,6 +92,7 @@ class Understood:
     count: int | None = None  # latest n
     cut: bool = False  # the question was longer than the search takes
     followup: bool = False  # combined with the thread's previous question
+    replaced: bool = False  # ... whose topic it replaced ("what about vision?")
     slash: str = ""  # a subcommand that only /mlresearch does (SLASH_ONLY): the help names it
     here: bool = False  # "what's new here?": about the channel the person is in or looking at
     note: str = ""  # where the topic came from (escaped mrkdwn), e.g. a channel's subscription keywords
@@ -134,7 +135,7 @@ class Understood:
         if self.note:
             said += f" ({self.note})"
         if self.followup:
-            said += ", keeping this thread's topic"
+            said += ", in place of this thread's topic" if self.replaced else ", keeping this thread's topic"
         if self.cut:
             said += "; your question was long, so I used its first words"
         return said + "."
@@ -222,12 +223,14 @@ def _follow(previous: Understood, action: str | None, words: list[str], since: d
     if not words and action is None and since is None and until is None:
         # "and?", "more": the same question again
         return replace(previous, followup=True, cut=False)
-    kept = [] if replacing and words else [w for w in previous.words if w not in words]
+    new = {w.lower() for w in words}
+    kept = [] if replacing and words else [w for w in previous.words if w.lower() not in new]
     if since is None and until is None:
         since, until, when = previous.since, previous.until, previous.when
     if action is None:
         action = previous.action
-    return _settle(action, [*kept, *words], since, until, when, None, followup=True, older=len(kept))
+    said = _settle(action, [*kept, *words], since, until, when, None, followup=True, older=len(kept))
+    return replace(said, replaced=replacing and bool(words) and bool(previous.words))
 
 
 def _settle(action: str | None, words: list[str], since: date | None, until: date | None, when: str,
@@ -283,7 +286,8 @@ def clean(text: str) -> str:
 
 def topic_words(text: str) -> list[str]:
     """The words worth searching for: filters and "quoted phrases" as written, hyphenated words as phrases,
-    everything else in lower case without filler."""
+    everything else without filler, in lower case but for a word with a capital after its first letter (an
+    abbreviation or a name: "TTS", "LLMs", "MobileCLIP"), which keeps its case."""
     kept: list[str] = []
     for match in _FILTER_TOKEN.finditer(text):
         kept.append(match.group(0))
@@ -296,14 +300,17 @@ def topic_words(text: str) -> list[str]:
     raws = text.split()
     forms = glossary.plain_words([raw.strip(_STRIP) for raw in raws])  # "on the phone": a plain form's words
     for n, raw in enumerate(raws):
-        word = raw.strip(_STRIP).lower().replace("’", "'")
-        if word.endswith("'s"):
-            word = word[:-2]
+        typed = raw.strip(_STRIP).replace("’", "'")
+        if typed[-2:].lower() == "'s":
+            typed = typed[:-2]
+        word = typed.lower()
         if not word or (word in FILLER and n not in forms) or word in GREETINGS or not _WORD.search(word):
             continue
+        if typed[1:] != typed[1:].lower():  # "TTS", "LLMs", "MobileCLIP": an abbreviation or a name keeps its
+            word = typed  # case ("HE" is homomorphic encryption, "he" is not: glossary.is_abbreviation)
         if "-" in word.strip("-"):
             word = f'"{word.strip("-")}"'
-        if word not in kept:
+        if word.lower() not in (k.lower() for k in kept):
             kept.append(word)
     return kept
 

@@ -448,8 +448,6 @@ def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
     if args.json:
         _out(_hits_json(hits))
         return EXIT_OK
-    if hits and found.expanded:
-        _out(f"searched for {found.expanded}")
     if found.note:
         _err(found.note)
     if not hits:
@@ -467,6 +465,11 @@ def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
 
     if hits and found.searched_for:
         _out(f"searched for {_echo(found.searched_for)}")
+    if hits and found.expanded:
+        from bot.search.glossary import also
+
+        _out("also searched: " + "; ".join(f"{_echo(said)} as {forms}"
+                                           for said, forms in also(found.expanded)))
     if hits:
         total = max(found.total, len(hits))
         best = f", the best {len(hits)}:" if total > len(hits) else ":"

@@ -27,6 +27,7 @@ from bot.blocks import (
     title_link,
 )
 from bot.models import Item, SearchHit
+from bot.search import glossary
 from bot.search.highlight import WordMatcher, highlighted_snippet
 from bot.summarize import Summary
 
@@ -183,8 +184,9 @@ def search_reply(
         return no_results(text)
     total = max(total, len(hits))
     searched, blocks = searched_opening(searched_for)
-    if expanded:
-        blocks.append(context(f"Searched for {escape(cut(expanded, 300))}"))
+    if expanded:  # a second "Searched for" would read as if the first were wrong
+        also = "; ".join(f"“{' '.join(said.split())}” as {forms}" for said, forms in glossary.also(expanded))
+        blocks.append(context(f"Also searched: {escape(cut(also, 300))}"))
     if note:
         blocks.append(context(escape(note)))
     count = f"{total} result{'s' if total != 1 else ''} for {quoted(text)}"

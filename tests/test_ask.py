@@ -127,6 +127,32 @@ def test_a_follow_up_can_change_the_dates_the_topic_or_the_action() -> None:
     assert ask("and?", first).command() == "search speech recognition since:2026-01-01"
 
 
+def test_a_follow_up_that_replaces_the_topic_says_so() -> None:
+    first = ask("speech recognition this year")
+    said = ask("what about vision?", first)
+    assert said.followup and said.replaced
+    assert said.describe() == \
+        "Searched for “vision” published since 2026-01-01 (“this year”), in place of this thread's topic."
+    assert not ask("and on-device?", first).replaced
+    assert not ask("what about it?", first).replaced  # no new words: the same topic again
+
+
+@pytest.mark.parametrize(("text", "words"), [
+    ("any work on HE?", ("HE",)),  # homomorphic encryption, a glossary form meant in capitals only
+    ("what about TTS", ("TTS",)),
+    ("has Apple published on LLMs and MobileCLIP?", ("LLMs", "MobileCLIP")),
+    ("Diffusion models?", ("diffusion", "models")),  # a capital that only starts a sentence is dropped
+    ("Apple's work on Siri", ("siri",)),
+    ("TTS and tts", ("TTS",)),
+])
+def test_an_abbreviation_or_a_name_keeps_its_case(text: str, words: tuple[str, ...]) -> None:
+    assert ask(text).words == words
+
+
+def test_a_follow_up_does_not_repeat_a_word_in_another_case() -> None:
+    assert ask("and TTS?", ask("tts this year")).words == ("TTS",)  # once, as typed last
+
+
 def test_a_new_question_in_the_thread_starts_afresh() -> None:
     first = ask("speech recognition this year")
     said = ask("how do diffusion models work?", first)

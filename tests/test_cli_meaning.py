@@ -63,7 +63,15 @@ def test_reindex_stores_every_items_vector_quietly(cwd: Path) -> None:
 def test_search_says_what_the_glossary_added(cwd: Path) -> None:
     proc = run(cwd, "search", "LLMs")
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith("searched for LLM, large language model")
+    assert proc.stdout.startswith("also searched: 'LLMs' as LLM, large language model") or \
+        proc.stdout.startswith("also searched: 'LLM' as large language model")
+
+
+def test_a_misspelt_search_says_once_what_it_searched_for_then_what_the_glossary_added(cwd: Path) -> None:
+    proc = run(cwd, "search", "speech", "recogniton")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("searched for 'speech recognition'\n"
+                                  "also searched: 'speech recognition' as ASR")
 
 
 def test_stop_words_only_are_a_one_line_usage_error(cwd: Path) -> None:

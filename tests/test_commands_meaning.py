@@ -47,8 +47,9 @@ def test_related_bad_input_is_one_line(services: Services, text: str, needle: st
 
 def test_search_says_what_it_searched_for(services: Services) -> None:
     reply = ask(services, "search LLM")
-    dumped = json.dumps(reply.blocks)
-    assert "Searched for LLM, large language model" in dumped
+    dumped = json.dumps(reply.blocks, ensure_ascii=False)
+    assert "Also searched: “LLM” as large language model" in dumped
+    assert dumped.count("Searched for") == 0  # what was added is not a second "Searched for"
 
 
 def test_a_search_while_the_model_loads_says_nothing_is_lost(tmp_path: Path) -> None:

@@ -160,6 +160,8 @@ def test_a_misspelt_question_says_once_what_was_searched_and_what_was_typed(bot:
     body = mrkdwn(reply)
     assert "Searched for “speech recognition” (you typed “speech recogniton”) published since" in body
     assert body.count("Searched for “") == 1 and reply["text"].count("Searched for “") == 1
+    assert body.count("Searched for") == 1  # the glossary's line says what it added, not "Searched for" again
+    assert "Also searched: “speech recognition” as ASR" in body
     assert "<https://machinelearning.apple.com/research/speech-on-device|" in body
 
 
@@ -176,6 +178,28 @@ def test_a_follow_up_in_the_thread_keeps_the_topic(bot: Bot) -> None:
     assert "keeping this thread's topic" in body
     first_link = body.index("<https://machinelearning.apple.com/research/")
     assert body[first_link:].startswith("<https://machinelearning.apple.com/research/speech-on-device|")
+
+
+def test_a_follow_up_that_changes_the_topic_says_so_and_an_abbreviation_keeps_its_case(
+        bot: Bot, store: Store) -> None:
+    store.add_items([
+        make("encrypted", "Computing on Encrypted Data", "Homomorphic encryption lets a server compute on "
+             "data that stays encrypted.", THIS_YEAR + timedelta(hours=3)),
+        make("voices", "Neural Voices", "Speech synthesis for the assistant's voice.",
+             THIS_YEAR + timedelta(hours=4)),
+    ])
+    first = bot.mention("any work on HE?")  # homomorphic encryption: in capitals only, as the glossary says
+    bot.drain()
+    bot.mention("what about TTS?", thread_ts=first["ts"])
+    bot.drain()
+    replies = bot.answers("C0TALK")
+    assert len(replies) == 2
+    he, tts = (mrkdwn(r) for r in replies)
+    assert "Searched for “HE”." in he and "Also searched: “HE” as homomorphic encryption" in he
+    assert "<https://machinelearning.apple.com/research/encrypted|" in he
+    assert "Searched for “TTS”, in place of this thread's topic." in tts
+    assert "keeping this thread's topic" not in tts
+    assert "<https://machinelearning.apple.com/research/voices|" in tts and "encrypted" not in tts
 
 
 def test_a_retried_event_gets_no_second_reply(bot: Bot) -> None:

@@ -4,6 +4,7 @@ so. On both stores, with the 72 real posts, keyword-only and by meaning."""
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import UTC, date, datetime
 
@@ -69,7 +70,8 @@ def test_a_plain_word_no_post_holds_still_finds_its_post_by_meaning(corpus: Stor
 def test_the_reply_says_what_the_plain_words_were_searched_as(corpus: Store) -> None:
     reply = handle(Invocation(text="search describing photos", team_id="T1", channel_id="C1", user_id="U1"),
                    Services(store=corpus, settings=Settings(), index=index_of(corpus, True)))
-    assert "Searched for describing photos, image captioning" in str(reply.blocks)
+    shown = json.dumps(reply.blocks, ensure_ascii=False)
+    assert "Also searched: “describing photos” as image captioning" in shown
     assert "BalCapRL" in str(reply.blocks)
 
 

@@ -262,6 +262,17 @@ def shown(expansions: list[Expansion]) -> str | None:
     return "; ".join(", ".join((e.said, *e.shown)) for e in expansions)
 
 
+def also(expanded: str | None) -> list[tuple[str, str]]:
+    """`shown`'s text as pairs of the form the query used and the other forms searched with it, as a reply
+    says them ("Also searched: “speech recognition” as ASR"): [("speech recognition", "ASR")]."""
+    pairs = []
+    for part in (expanded or "").split("; "):
+        said, _, forms = part.partition(", ")
+        if forms:
+            pairs.append((said, forms))
+    return pairs
+
+
 def suggest(words: Sequence[str], limit: int = 2) -> list[str]:
     """Topics of the glossary near `words` (an entry one of whose forms shares a term with them), to try when
     nothing matched: their long forms, as written."""
