@@ -468,8 +468,7 @@ def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
     if hits and found.expanded:
         from bot.search.glossary import also
 
-        _out("also searched: " + "; ".join(f"{_echo(said)} as {forms}"
-                                           for said, forms in also(found.expanded)))
+        _out(f"also searched: {also(found.expanded, _echo)}")
     if hits:
         total = max(found.total, len(hits))
         best = f", the best {len(hits)}:" if total > len(hits) else ":"

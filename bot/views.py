@@ -185,7 +185,7 @@ def search_reply(
     total = max(total, len(hits))
     searched, blocks = searched_opening(searched_for)
     if expanded:  # a second "Searched for" would read as if the first were wrong
-        also = "; ".join(f"“{' '.join(said.split())}” as {forms}" for said, forms in glossary.also(expanded))
+        also = glossary.also(expanded, lambda said: f"“{said}”")
         blocks.append(context(f"Also searched: {escape(cut(also, 300))}"))
     if note:
         blocks.append(context(escape(note)))

@@ -23,7 +23,7 @@ it means, as for a long form. A query already saying the term adds nothing.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -262,15 +262,11 @@ def shown(expansions: list[Expansion]) -> str | None:
     return "; ".join(", ".join((e.said, *e.shown)) for e in expansions)
 
 
-def also(expanded: str | None) -> list[tuple[str, str]]:
-    """`shown`'s text as pairs of the form the query used and the other forms searched with it, as a reply
-    says them ("Also searched: “speech recognition” as ASR"): [("speech recognition", "ASR")]."""
-    pairs = []
-    for part in (expanded or "").split("; "):
-        said, _, forms = part.partition(", ")
-        if forms:
-            pairs.append((said, forms))
-    return pairs
+def also(expanded: str | None, quote: Callable[[str], str]) -> str:
+    """`shown`'s text as a reply says it after "Also searched: ", each form the query used `quote`d:
+    "“speech recognition” as ASR; “LLM” as large language model"."""
+    pairs = (part.partition(", ") for part in (expanded or "").split("; "))
+    return "; ".join(f"{quote(said)} as {forms}" for said, _, forms in pairs if forms)
 
 
 def suggest(words: Sequence[str], limit: int = 2) -> list[str]:
