@@ -206,6 +206,15 @@ def test_an_over_long_search_searches_its_first_words_and_says_so_in_one_line(cw
         assert line.startswith("no results for 'yyy") and "…" in line and len(line) < 300
 
 
+def test_a_search_with_a_quote_left_open_says_so_in_one_line(cwd):
+    run(cwd, "poll", FEED_URL=str(RSS_PATH))
+    proc = run(cwd, "search", '"image captioning')
+    assert proc.returncode == 0 and "BalCapRL" in proc.stdout
+    assert proc.stderr.strip().splitlines() == [
+        "mlresearch-bot: A quote mark was not closed, so I searched its words loose, not as a phrase; "
+        "close it to search the phrase."]
+
+
 def test_a_summary_of_a_misspelt_topic_says_what_it_searched_for(cwd):
     run(cwd, "poll", FEED_URL=str(RSS_PATH))
     proc = run(cwd, "summarize", "captoning")

@@ -19,7 +19,7 @@ from bot.models import Item
 from bot.search import hybrid as blend
 from bot.search import keywords
 from bot.search.embed import StaticModel
-from bot.search.index import SearchIndex
+from bot.search.index import UNCLOSED_NOTE, SearchIndex
 from bot.search.query import parse_query, search
 from bot.search.related import find_item, related
 from bot.store import Store
@@ -332,6 +332,26 @@ def test_a_questions_verbs_never_decide_its_ranking(corpus: Store, asked: str, h
 def test_odd_quotes_and_long_queries_search_what_can_be_searched(corpus: Store, text: str) -> None:
     found = search(hybrid(corpus), text, 5)
     assert found.hits and found.hits[0].item.title.startswith("BalCapRL")
+
+
+@pytest.mark.parametrize("text", ['"image captioning', "“image captioning", "image captioning”",
+                                  'captioning " image', '"image captioning" "reinforcement'])
+def test_a_quote_left_open_searches_its_words_loose_and_says_so(corpus: Store, text: str) -> None:
+    """An open quote quotes nothing: its words are searched loose (the captioning paper first, as without the
+    mark), and one line says why they were not taken as a phrase."""
+    found = search(hybrid(corpus), text, 5)
+    assert found.hits and found.hits[0].item.title.startswith("BalCapRL")
+    assert found.note == UNCLOSED_NOTE and "\n" not in found.note
+    reply = handle(Invocation(text=f"search {text}", team_id="T1", channel_id="C1", user_id="U1"),
+                   Services(store=corpus, settings=Settings(), index=hybrid(corpus)))
+    said = [e["text"] for b in reply.blocks if b["type"] == "context" for e in b["elements"]]
+    assert said.count(UNCLOSED_NOTE) == 1 and reply.text.endswith(found.hits[-1].item.title)
+
+
+@pytest.mark.parametrize("text", ['"image captioning"', "“image captioning”", 'image "" captioning',
+                                  'author:"Vasu" image captioning', 'author:"Vasu image captioning'])
+def test_closed_quotes_and_an_author_filter_need_no_note(corpus: Store, text: str) -> None:
+    assert search(hybrid(corpus), text, 5).note is None
 
 
 @pytest.mark.parametrize("text", ["🙂🙂🙂", '""', '"of the"', "the of and"])

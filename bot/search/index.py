@@ -48,6 +48,8 @@ MAX_FOUND = 256  # searches whose answers are kept (SearchIndex._found)
 LOADING_NOTE = ("Search by meaning is still starting up: these results match your words only (nothing is "
                 "lost; ask again in a minute to also match by meaning).")
 CUT_NOTE = f"Your search was longer than {MAX_QUERY_CHARS} characters; I searched its first words."
+UNCLOSED_NOTE = ("A quote mark was not closed, so I searched its words loose, not as a phrase; close it to "
+                 "search the phrase.")
 
 
 @dataclass(frozen=True)
@@ -280,7 +282,7 @@ class SearchIndex:
         clauses += filter_clauses(query)
         expanded = glossary.shown(expansions)
         dated = query.filters.since or query.filters.until
-        cut = CUT_NOTE if query.cut else None
+        cut = _notes(CUT_NOTE if query.cut else None, UNCLOSED_NOTE if query.unclosed else None)
         if not clauses or (text is None and not query.filters.authors and not dated):
             return Found([], searched_for, expanded, cut, 0, words.missing)
         keyword = combined(clauses)

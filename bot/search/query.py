@@ -10,7 +10,8 @@
                                                    too; author: alone lists that author's items newest first)
 
 Terms are words only (operators, `*`, `-`, emoji become separators); words in "double quotes" (or Slack's
-smart quotes) are also a phrase. bot.search.keywords builds the engine's query from these parts with
+smart quotes) are also a phrase; a quote mark left open quotes nothing (its words are loose, and `unclosed`
+says so). bot.search.keywords builds the engine's query from these parts with
 tantivy's query constructors, so no input can be a syntax error. Too long or empty input raises
 `SearchError` with a one-line message.
 """
@@ -39,6 +40,7 @@ _CLITIC = re.compile(r"(?<=[^\W\d_])['’](?:s|t|m|re|ve|ll|d)(?![^\W_])", re.IG
 _FILTER = re.compile(r"(?<!\S)(since|until|type):(\S*)", re.IGNORECASE)
 # author:"First Last", author:“First Last” (Slack's smart quotes) or author:Name; matches authors only.
 _PHRASE = re.compile(r"\"([^\"]*)\"|“([^”]*)”")
+_QUOTE_MARK = re.compile(r"[\"“”]")
 _AUTHOR = re.compile(r"(?<!\S)authors?:(?:\"([^\"]*)\"?|“([^”]*)”?|(\S*))", re.IGNORECASE)
 MAX_AUTHORS = 5
 KIND_ALIASES = {
@@ -59,6 +61,7 @@ class Query:
     text: str = ""  # the words as typed, without filters
     content: tuple[str, ...] = ()  # the terms that decide the ranking: without filler (bot.search.words)
     cut: bool = False  # the text was longer than MAX_QUERY_CHARS: its first words were searched
+    unclosed: bool = False  # a quote mark was left open: its words were searched loose
 
     def __post_init__(self) -> None:
         if not self.content and self.terms:
@@ -94,6 +97,7 @@ def parse_query(text: str, *, every_word: bool = False) -> Query:
         if len(quoted) > 1 and all(w in unique for w in quoted) and quoted not in phrases \
                 and not all(w in STOPWORDS for w in quoted):  # "of the" says nothing: its words stay loose
             phrases.append(quoted)
+    unclosed = bool(_QUOTE_MARK.search(_PHRASE.sub(" ", rest)))
     since, until = dates.get("since"), dates.get("until")
     if not unique and not authors and not (since or until):
         raise SearchError("Type some words to search for, for example: search image captioning")
@@ -110,7 +114,7 @@ def parse_query(text: str, *, every_word: bool = False) -> Query:
     question = "?" in rest or len(unique) >= MIN_FILLER_WORDS
     worth = content(loose, question)
     kept = tuple(unique) if every_word else tuple(w for w in unique if w in in_phrases or w in worth)
-    return Query(tuple(unique), prefix_last, filters, tuple(phrases[:MAX_TERMS]), typed, kept, cut)
+    return Query(tuple(unique), prefix_last, filters, tuple(phrases[:MAX_TERMS]), typed, kept, cut, unclosed)
 
 
 def _authors(text: str) -> tuple[str, ...]:
