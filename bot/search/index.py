@@ -60,7 +60,7 @@ class Found:
     searched_for: str | None = None
     expanded: str | None = None  # the glossary forms searched too: "LLM, large language model"
     note: str | None = None  # why these results match words only (search by meaning unavailable), or that
-    # a long query was cut
+    # a long query was cut, or that a quote mark was left open
     total: int = 0  # how many items earned a place (hits are the best `limit` of them)
     missing: tuple[str, ...] = ()  # words of the query that no item holds
     meant: tuple[tuple[str, str], ...] = ()  # when nothing was found: (a quoted phrase, as search would spell
@@ -282,17 +282,17 @@ class SearchIndex:
         clauses += filter_clauses(query)
         expanded = glossary.shown(expansions)
         dated = query.filters.since or query.filters.until
-        cut = _notes(CUT_NOTE if query.cut else None, UNCLOSED_NOTE if query.unclosed else None)
+        told = _notes(CUT_NOTE if query.cut else None, UNCLOSED_NOTE if query.unclosed else None)
         if not clauses or (text is None and not query.filters.authors and not dated):
-            return Found([], searched_for, expanded, cut, 0, words.missing)
+            return Found([], searched_for, expanded, told, 0, words.missing)
         keyword = combined(clauses)
         if text is None:  # filters only: the newest items they select
             hits, total = newest_hits(snapshot, keyword, limit, reader)
-            return Found(hits, searched_for, expanded, cut, total)
+            return Found(hits, searched_for, expanded, told, total)
         vectors, note = self._ready_vectors(snapshot, store)
         if vectors is None:
             hits, total = ranked_hits(snapshot, keyword, limit, reader)
-            return Found(hits, searched_for, expanded, _notes(note, cut), total, words.missing)
+            return Found(hits, searched_for, expanded, _notes(note, told), total, words.missing)
         from bot.search import hybrid  # numpy's boundary: imported with the model
 
         try:
@@ -302,8 +302,8 @@ class SearchIndex:
             note = f"Search by meaning is unavailable ({' '.join(str(exc).split())[:150]}); these results " \
                    "match your words only."
             hits, total = ranked_hits(snapshot, keyword, limit, reader)
-            return Found(hits, searched_for, expanded, _notes(note, cut), total, words.missing)
-        return Found(ranked.hits, searched_for, expanded, cut, ranked.total, words.missing)
+            return Found(hits, searched_for, expanded, _notes(note, told), total, words.missing)
+        return Found(ranked.hits, searched_for, expanded, told, ranked.total, words.missing)
 
 
 def _notes(*notes: str | None) -> str | None:
