@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import date
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -169,7 +169,8 @@ def extractive(
     return bullets
 
 
-def cite(topic: str, bullets: list[Bullet], retrieved: list[Item], method: str, model: str | None) -> Summary:
+def cite(topic: str, bullets: list[Bullet], retrieved: list[Item], method: str, model: str | None,
+         searched_for: str | None = None) -> Summary:
     """Renumber citations to the cited items only, in order of first citation."""
     order: list[int] = []
     for bullet in bullets:
@@ -183,6 +184,7 @@ def cite(topic: str, bullets: list[Bullet], retrieved: list[Item], method: str, 
         items=tuple(retrieved[n - 1] for n in order),
         method=method,
         model=model,
+        searched_for=searched_for,
     )
 
 
@@ -222,14 +224,13 @@ class Summarizer:
         if self.abstractive:
             try:
                 bullets = self.ask_model(topic, items)
-                written = cite(topic, bullets, items, "abstractive", self.model)
-                return replace(written, searched_for=searched_for)
+                return cite(topic, bullets, items, "abstractive", self.model, searched_for)
             except SummaryError as exc:
                 log.warning("event=summary_fallback reason=%r", str(exc))
         bullets = extractive(items, terms, prefix_last)
         if not bullets:  # abstracts without a complete sentence: cite the items by title alone
             bullets = [Bullet(item.title, (n,)) for n, item in enumerate(items[:MAX_BULLETS], 1)]
-        return replace(cite(topic, bullets, items, "extractive", None), searched_for=searched_for)
+        return cite(topic, bullets, items, "extractive", None, searched_for)
 
     # the model ------------------------------------------------------------------------------------------
 
