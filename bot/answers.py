@@ -31,7 +31,7 @@ from slack_sdk.models.blocks import (
 
 from bot import views
 from bot.ask import Understood, clean
-from bot.blocks import cut, title_link
+from bot.blocks import cut, escape, title_link
 from bot.commands import LATEST_DEFAULT, LATEST_MAX, SEARCH_RESULTS, Services
 from bot.errors import SearchError, SummaryError
 from bot.models import Item
@@ -70,6 +70,7 @@ def feedback_block() -> dict[str, Any]:
 class Shown(NamedTuple):
     items: list[Item]  # what the answer lists
     searched_for: str | None = None  # the topic as searched, when a misspelt word was searched as typed right
+    note: str | None = None  # what the search said beside its results (Found.note): an open quote, say
 
 
 def shown_items(understood: Understood, services: Services) -> Shown:
@@ -81,10 +82,10 @@ def shown_items(understood: Understood, services: Services) -> Shown:
             return Shown(store.latest(min(understood.count or LATEST_DEFAULT, LATEST_MAX)))
         if understood.action == "search":
             found = index.search(parse_query(understood.query), SEARCH_RESULTS + 1, store)
-            return Shown([hit.item for hit in found.hits[:SEARCH_RESULTS]], found.searched_for)
+            return Shown([hit.item for hit in found.hits[:SEARCH_RESULTS]], found.searched_for, found.note)
         if understood.action == "summarize":
             retrieved = retrieve(index, understood.query)
-            return Shown(retrieved.items, retrieved.searched_for)
+            return Shown(retrieved.items, retrieved.searched_for, retrieved.note)
     except SearchError:
         return Shown([])
     return Shown([])
@@ -131,6 +132,8 @@ def stream_written(
     if sentences:
         cited = _cited(sentences, items)
         listed = [views.section(_cited_list(cited, items))]
+        if shown.note:  # as the search's own reply says it
+            listed.append(views.context(escape(shown.note)))
         if failed:
             listed.append(views.context(CUT_SHORT))
         paragraph = " ".join(s.markdown() for s in sentences)

@@ -506,6 +506,8 @@ def cmd_summarize(settings: Settings, args: argparse.Namespace) -> int:
     how = "quoted from the abstracts" if summary.method == "extractive" else f"written by {summary.model}"
     if summary.searched_for:
         _out(f"searched for {_echo(summary.searched_for)}")
+    if summary.note:
+        _err(summary.note)
     _out(f"What Apple ML Research says about {_echo(topic)} ({len(summary.items)} item(s), {span}; {how}):\n")
     _out(summary.text() + "\n")
     for n, item in enumerate(summary.items, 1):

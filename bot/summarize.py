@@ -60,6 +60,7 @@ class Summary:
     method: str  # "extractive" | "abstractive"
     model: str | None = None
     searched_for: str | None = None  # the topic as searched, when a misspelt word was searched as another
+    note: str | None = None  # what the search said beside its results (bot.search.index.Found.note)
 
     @property
     def first_day(self) -> date:
@@ -94,6 +95,7 @@ class Retrieved(NamedTuple):
     terms: list[str]  # the terms the sentences quoted are chosen by
     prefix_last: bool  # whether the last term is a prefix
     searched_for: str | None  # the topic as searched when a misspelt word was searched as another
+    note: str | None = None  # what the search said beside its results (Found.note): an open quote, say
 
 
 def retrieve(index: SearchIndex, topic: str, limit: int = MAX_ITEMS) -> Retrieved:
@@ -104,10 +106,10 @@ def retrieve(index: SearchIndex, topic: str, limit: int = MAX_ITEMS) -> Retrieve
     if found.searched_for:  # a misspelt word was searched as another: the summary quotes what was found
         terms, prefix_last = list(parse_query(found.searched_for).content), False
     if not hits:
-        return Retrieved([], terms, prefix_last, found.searched_for)
+        return Retrieved([], terms, prefix_last, found.searched_for, found.note)
     best = hits[0].score
     items = [h.item for h in hits if best <= 0 or h.score >= best * RELEVANCE_FLOOR]
-    return Retrieved(items, terms, prefix_last, found.searched_for)
+    return Retrieved(items, terms, prefix_last, found.searched_for, found.note)
 
 
 def sentences(text: str) -> list[str]:
@@ -170,7 +172,7 @@ def extractive(
 
 
 def cite(topic: str, bullets: list[Bullet], retrieved: list[Item], method: str, model: str | None,
-         searched_for: str | None = None) -> Summary:
+         searched_for: str | None = None, note: str | None = None) -> Summary:
     """Renumber citations to the cited items only, in order of first citation."""
     order: list[int] = []
     for bullet in bullets:
@@ -185,6 +187,7 @@ def cite(topic: str, bullets: list[Bullet], retrieved: list[Item], method: str, 
         method=method,
         model=model,
         searched_for=searched_for,
+        note=note,
     )
 
 
@@ -218,19 +221,19 @@ class Summarizer:
     def summarize(self, index: SearchIndex, topic: str) -> Summary | None:
         """The summary, or None when nothing in the archive matches the topic. Raises SearchError for a
         topic that is not a usable query (too long, no words)."""
-        items, terms, prefix_last, searched_for = retrieve(index, topic)
+        items, terms, prefix_last, searched_for, note = retrieve(index, topic)
         if not items:
             return None
         if self.abstractive:
             try:
                 bullets = self.ask_model(topic, items)
-                return cite(topic, bullets, items, "abstractive", self.model, searched_for)
+                return cite(topic, bullets, items, "abstractive", self.model, searched_for, note)
             except SummaryError as exc:
                 log.warning("event=summary_fallback reason=%r", str(exc))
         bullets = extractive(items, terms, prefix_last)
         if not bullets:  # abstracts without a complete sentence: cite the items by title alone
             bullets = [Bullet(item.title, (n,)) for n, item in enumerate(items[:MAX_BULLETS], 1)]
-        return cite(topic, bullets, items, "extractive", None, searched_for)
+        return cite(topic, bullets, items, "extractive", None, searched_for, note)
 
     # the model ------------------------------------------------------------------------------------------
 

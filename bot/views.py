@@ -269,6 +269,8 @@ def summary_reply(summary: Summary) -> tuple[str, Blocks]:
         else f"written by {escape(cut(summary.model or 'a language model', 60))} from these items only"
     )
     searched, blocks = searched_opening(summary.searched_for)
+    if summary.note:
+        blocks.append(context(escape(summary.note)))
     blocks.append(section(f"*What Apple ML Research says about {quoted(summary.topic)}*"))
     for bullet in summary.bullets:
         sources = "; ".join(citation(summary.items[n - 1]) for n in bullet.sources)

@@ -4,11 +4,12 @@ streamed with citations, and feedback buttons, over each store, with FakeSlack a
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -17,10 +18,12 @@ from urllib.parse import urlencode
 import pytest
 from slack_bolt.adapter.wsgi import SlackRequestHandler
 
-from bot.app import build_app, web_client
+from bot.app import build_app, make_services, web_client
 from bot.cli import main
 from bot.config import Settings
+from bot.errors import EmbeddingError
 from bot.lanes import ModelLane
+from bot.search.index import SearchIndex
 from bot.server import EVENTS_PATH, Router, create_http_server, run_until
 from bot.store import Store
 from tests.fakes.openai_api import FakeOpenAI
@@ -35,13 +38,19 @@ WRITTEN = ("Apple runs speech recognition on-device, privately and fast [2]. Lar
 
 
 @contextmanager
-def running(store: Store, slack: FakeSlack, **settings: Any) -> Iterator[Bot]:
+def running(store: Store, slack: FakeSlack, meaning: Callable[[], Any] | None = None, **settings: Any
+            ) -> Iterator[Bot]:
+    """The app over signed HTTP; `meaning` loads search's model instead of the settings' (it may fail)."""
     store.add_items(ITEMS)
     config = Settings(slack_bot_token=TOKEN, slack_signing_secret=SECRET, slack_api_url=slack.url,
                       poll_interval=0, **settings)
     executor = TrackingExecutor(4)
+    client = web_client(config)
+    services = make_services(config, store, client)
+    if meaning is not None:
+        services = dataclasses.replace(services, index=SearchIndex(store, model=meaning))
     # the model lane on the same tracked pool, so Bot.drain() waits for written answers too
-    app = build_app(config, store, client=web_client(config), executor=executor,
+    app = build_app(config, store, client=client, executor=executor, services=services,
                     model_lane=ModelLane(pool=executor))
     router = Router(SlackRequestHandler(app, path=EVENTS_PATH), store, None, SECRET)
     server = create_http_server(router, 0, host="127.0.0.1")
@@ -227,6 +236,25 @@ def test_a_written_answer_to_a_misspelt_question_is_headed_by_what_was_searched(
         (message,) = slack_api.streamed("D0ALICE")
     assert message["markdown"].startswith(
         "_Searched for “speech recognition” (you typed “speech recogniton”)")
+
+
+def test_a_written_answer_says_what_the_search_reply_would_note(
+    store: Store, slack_api: FakeSlack, model: FakeOpenAI
+) -> None:
+    """Search by meaning unavailable (or still starting): these items match the words only. The answer the
+    model writes says so in one line beside its cited items, as the search's own reply does."""
+    def broken() -> Any:
+        raise EmbeddingError("the model file is damaged")
+
+    with running(store, slack_api, meaning=broken, summary_api_url=model.url, summary_api_key="k") as bot:
+        dm(bot, "anything on speech recognition?")
+        bot.drain()
+        (message,) = slack_api.streamed("D0ALICE")
+    assert "[1] <https://machinelearning.apple.com/research/" in dumped(message)
+    note = ("Search by meaning is unavailable (the model file is damaged); these results match your words "
+            "only.")
+    assert dumped(message).count(note) == 1
+    assert message["blocks"][-1]["type"] == "context_actions"
 
 
 def test_a_written_answer_streams_sentences_that_cite_and_ends_with_the_cited_items(

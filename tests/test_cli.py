@@ -215,6 +215,15 @@ def test_a_search_with_a_quote_left_open_says_so_in_one_line(cwd):
         "close it to search the phrase."]
 
 
+def test_a_summary_with_a_quote_left_open_says_so_in_one_line(cwd):
+    run(cwd, "poll", FEED_URL=str(RSS_PATH))
+    proc = run(cwd, "summarize", '"image captioning')
+    assert proc.returncode == 0 and proc.stdout.startswith("What Apple ML Research says about")
+    assert proc.stderr.strip().splitlines() == [
+        "mlresearch-bot: A quote mark was not closed, so I searched its words loose, not as a phrase; "
+        "close it to search the phrase."]
+
+
 def test_a_summary_of_a_misspelt_topic_says_what_it_searched_for(cwd):
     run(cwd, "poll", FEED_URL=str(RSS_PATH))
     proc = run(cwd, "summarize", "captoning")

@@ -348,6 +348,17 @@ def test_a_quote_left_open_searches_its_words_loose_and_says_so(corpus: Store, t
     assert said.count(UNCLOSED_NOTE) == 1 and reply.text.endswith(found.hits[-1].item.title)
 
 
+def test_a_summary_of_a_topic_with_a_quote_left_open_says_so(corpus: Store) -> None:
+    """As a search does: the summary quotes the words found loose, and one line says why."""
+    summary = Summarizer().summarize(hybrid(corpus), '"image captioning')
+    assert summary is not None and summary.note == UNCLOSED_NOTE
+    assert Summarizer().summarize(hybrid(corpus), '"image captioning"').note is None  # type: ignore[union-attr]
+    asked = Invocation(text='summarize "image captioning', team_id="T1", channel_id="C1", user_id="U1")
+    reply = handle(asked, Services(store=corpus, settings=Settings(), index=hybrid(corpus)))
+    said = [e["text"] for b in reply.blocks if b["type"] == "context" for e in b["elements"]]
+    assert said.count(UNCLOSED_NOTE) == 1 and "What Apple ML Research says about" in reply.text
+
+
 @pytest.mark.parametrize("text", ['"image captioning"', "“image captioning”", 'image "" captioning',
                                   'author:"Vasu" image captioning', 'author:"Vasu image captioning'])
 def test_closed_quotes_and_an_author_filter_need_no_note(corpus: Store, text: str) -> None:
