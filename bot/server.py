@@ -29,6 +29,7 @@ import logging
 import signal
 import threading
 import time
+import weakref
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -425,8 +426,8 @@ def check_token(client: WebClient, timeout: float = TOKEN_CHECK_TIMEOUT) -> None
 
 
 def run_until(server: Any, stopping: threading.Event, grace: float = HTTP_GRACE_SECONDS) -> None:
-    """Serve until `stopping` is set, then stop accepting, let the requests in flight finish and their
-    answers reach the client (up to `grace` seconds), and close."""
+    """Serve until `stopping` is set (`wake` makes the loop see it at once), then stop accepting, let the
+    requests in flight finish and their answers reach the client (up to `grace` seconds), and close."""
     try:
         while not stopping.is_set():
             wasyncore.loop(timeout=1.0, map=server._map, count=1)
@@ -436,7 +437,23 @@ def run_until(server: Any, stopping: threading.Event, grace: float = HTTP_GRACE_
             wasyncore.loop(timeout=0.05, map=server._map, count=1)
     finally:
         server.task_dispatcher.shutdown(cancel_pending=True, timeout=1)
-        server.close()
+        with _CLOSING:
+            _closed.add(server)  # first: a signal handled in this thread while it closes wakes nothing
+            server.close()
+
+
+# A server is closed, and woken, under this lock (re-entrant: serve's signal handler runs in the thread that
+# serves), and never woken once closed: its trigger's descriptor is closed then, or already another file's.
+_CLOSING = threading.RLock()
+_closed: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def wake(server: Any) -> None:
+    """Wake `server`'s loop (`run_until`) now rather than at its next timeout; nothing once it has closed (a
+    second Ctrl-C while serve stops the poller)."""
+    with _CLOSING:
+        if server not in _closed:
+            server.pull_trigger()
 
 
 def _busy(server: Any) -> bool:
@@ -464,7 +481,7 @@ def _install_signal_handlers(stopping: threading.Event, server: Any) -> None:
         if not stopping.is_set():
             log.info("event=stopping signal=%s", signal.Signals(signum).name)
         stopping.set()
-        server.pull_trigger()  # wake the loop now rather than at its next timeout
+        wake(server)
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)

@@ -24,7 +24,7 @@ from bot.config import Settings
 from bot.errors import EmbeddingError
 from bot.lanes import ModelLane
 from bot.search.index import SearchIndex
-from bot.server import EVENTS_PATH, Router, create_http_server, run_until
+from bot.server import EVENTS_PATH, Router, create_http_server, run_until, wake
 from bot.store import Store
 from tests.fakes.openai_api import FakeOpenAI
 from tests.fakes.slack_api import FakeSlack, feedback_click
@@ -61,7 +61,7 @@ def running(store: Store, slack: FakeSlack, meaning: Callable[[], Any] | None = 
         yield Bot(f"http://127.0.0.1:{server.effective_port}{EVENTS_PATH}", executor, slack)
     finally:
         stopping.set()
-        server.pull_trigger()
+        wake(server)
         thread.join(10)
         executor.shutdown(wait=True)
 

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,7 @@ import pytest
 
 from bot.feed import parse
 from bot.store import Store, open_store
+from tests.fakes.feed_server import FeedServer, Reply
 from tests.fakes.recorder import Received, Recorder, chat_completion
 from tests.fakes.slack_api import BOT_USER, Call, FakeSlack
 from tests.fakes.slack_sender import (
@@ -359,6 +362,42 @@ def test_sigterm_stops_serve_cleanly(tmp_path: Path, slack: FakeSlack) -> None:
     assert code == 0, out
     assert "event=stopped" in out and "Traceback" not in out
     assert TOKEN not in out and "test-signing-secret" not in out
+
+
+def test_a_second_signal_while_serve_is_stopping_changes_nothing(
+    tmp_path: Path, slack: FakeSlack, feed_server: FeedServer
+) -> None:
+    """Ctrl-C twice: the second signal comes after the HTTP server has closed, while the poller is still
+    finishing its fetch. It used to wake the closed server (an OSError in the signal handler: a traceback,
+    and the rest of the shutdown skipped). Now serve finishes stopping as after one signal."""
+    feed = feed_server.route("/rss.xml", Reply(body=(DATA / "apple_ml_rss.xml").read_bytes(), delay=6))
+    db = seed(f"sqlite:///{tmp_path / 'twice.db'}")
+    env = {"SLACK_BOT_TOKEN": TOKEN, "SLACK_SIGNING_SECRET": "test-signing-secret-8f2a",
+           "SLACK_API_URL": slack.url, "DATABASE_URL": f"sqlite:///{db.path}", "POLL_INTERVAL": "60",
+           "FEED_URL": feed}
+    process = ServeProcess(env, tmp_path).start()
+    assert process.proc is not None
+    try:
+        deadline = time.monotonic() + 10
+        while not feed_server.requests and time.monotonic() < deadline:  # the poller is fetching
+            time.sleep(0.05)
+        assert feed_server.requests, process.output()
+        process.proc.send_signal(signal.SIGINT)
+        closed = False
+        while not closed and time.monotonic() < deadline + 10:  # until the HTTP server has closed its socket
+            try:
+                socket.create_connection(("127.0.0.1", process.port), timeout=0.5).close()
+            except ConnectionRefusedError:
+                closed = True
+            time.sleep(0.05)
+        assert closed, process.output()
+        process.proc.send_signal(signal.SIGINT)
+        code = process.proc.wait(timeout=30)
+    finally:
+        process.stop()
+    out = process.output()
+    assert code == 0, out
+    assert "event=stopped" in out and "Traceback" not in out, out
 
 
 def test_serve_without_credentials_says_what_is_missing(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from bot.app import build_app, make_services, web_client
 from bot.config import Settings
 from bot.conversation import EVENT_TYPE, HELP, SORRY, Question, answer, claim
 from bot.models import Item
-from bot.server import EVENTS_PATH, Router, create_http_server, run_until
+from bot.server import EVENTS_PATH, Router, create_http_server, run_until, wake
 from bot.store import Store, open_store
 from tests.fakes.slack_api import BOT_ID, BOT_USER, FakeSlack
 from tests.fakes.slack_sender import SECRET, TEAM, TOKEN, event_body, http, signed_headers
@@ -121,7 +121,7 @@ def bot(store: Store, slack_api: FakeSlack) -> Iterator[Bot]:
         yield Bot(f"http://127.0.0.1:{server.effective_port}{EVENTS_PATH}", executor, slack_api)
     finally:
         stopping.set()
-        server.pull_trigger()
+        wake(server)
         thread.join(10)
         executor.shutdown(wait=True)
 

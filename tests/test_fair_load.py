@@ -23,7 +23,7 @@ from bot.config import Settings
 from bot.conversation import EVENT_TYPE
 from bot.lanes import BUSY, ModelLane
 from bot.listeners import SHARE_ACTION_ID, WORKING
-from bot.server import EVENTS_PATH, Router, create_http_server, run_until
+from bot.server import EVENTS_PATH, Router, create_http_server, run_until, wake
 from bot.store import Store
 from tests.fakes.archive import ARCHIVE, fixture_items
 from tests.fakes.openai_api import FakeOpenAI
@@ -87,7 +87,7 @@ def bot(store: Store, slack_api: FakeSlack, model: FakeOpenAI) -> Iterator[Bot]:
         yield Bot(f"http://127.0.0.1:{server.effective_port}{EVENTS_PATH}", lane)
     finally:
         stopping.set()
-        server.pull_trigger()
+        wake(server)
         thread.join(10)
         model.released.set()  # the slow answers still waiting come at once
         executor.shutdown(wait=True)

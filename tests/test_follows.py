@@ -25,7 +25,7 @@ from bot.deliver import Deliverer
 from bot.feed import parse
 from bot.models import Item, Validators
 from bot.route import ingest
-from bot.server import EVENTS_PATH, Router, create_http_server, run_until
+from bot.server import EVENTS_PATH, Router, create_http_server, run_until, wake
 from bot.shell import SHELL_CHANNEL_ID, SHELL_TEAM_ID, SHELL_USER_ID, Console, ShellDeliverer
 from bot.slackweb import make_client
 from bot.store import Store, open_store
@@ -278,7 +278,7 @@ class App:
 
     def stop(self) -> None:
         self.stopping.set()
-        self.server.pull_trigger()
+        wake(self.server)
         self.thread.join(10)
 
 

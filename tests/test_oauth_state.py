@@ -19,7 +19,7 @@ from bot.app import build_app
 from bot.config import Settings
 from bot.errors import InstallsBusy
 from bot.oauth import StoreStates
-from bot.server import INSTALL_LIMIT, RateLimit, Router, create_http_server, run_until
+from bot.server import INSTALL_LIMIT, RateLimit, Router, create_http_server, run_until, wake
 from bot.store import Store, utcnow
 from tests.fakes.slack_sender import SECRET
 
@@ -134,7 +134,7 @@ def test_on_heroku_the_client_is_the_address_its_router_appended(behind_router: 
                 assert answer.status == 200
     finally:
         stopping.set()
-        server.pull_trigger()
+        wake(server)
         thread.join(10)
     assert seen == (["203.0.113.9", "203.0.113.10"] if behind_router else ["127.0.0.1", "127.0.0.1"])
     assert Settings.from_env({"DYNO": "web.1"}).behind_router and not Settings.from_env({}).behind_router

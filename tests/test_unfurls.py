@@ -20,7 +20,7 @@ from bot.app import build_app, web_client
 from bot.blocks import RELATED_ACTION_ID, SAVE_ACTION_ID
 from bot.config import Settings
 from bot.models import Item
-from bot.server import EVENTS_PATH, Router, create_http_server, run_until
+from bot.server import EVENTS_PATH, Router, create_http_server, run_until, wake
 from bot.store import Store
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.slack_sender import SECRET, TEAM, TOKEN, block_action_body, event_body, http, signed_headers
@@ -89,7 +89,7 @@ def app(store: Store, slack_api: FakeSlack) -> Iterator[App]:
         yield App(f"http://127.0.0.1:{server.effective_port}{EVENTS_PATH}", executor)
     finally:
         stopping.set()
-        server.pull_trigger()
+        wake(server)
         thread.join(10)
         executor.shutdown(wait=True)
 
