@@ -206,19 +206,15 @@ def test_an_over_long_search_searches_its_first_words_and_says_so_in_one_line(cw
         assert line.startswith("no results for 'yyy") and "…" in line and len(line) < 300
 
 
-def test_a_search_with_a_quote_left_open_says_so_in_one_line(cwd):
+@pytest.mark.parametrize(("command", "answered"), [
+    ("search", lambda out: "BalCapRL" in out),
+    ("summarize", lambda out: out.startswith("What Apple ML Research says about")),
+])
+def test_a_quote_left_open_is_said_in_one_line(cwd, command, answered):
+    """A search and a summary of the words loose, and one line on stderr saying why."""
     run(cwd, "poll", FEED_URL=str(RSS_PATH))
-    proc = run(cwd, "search", '"image captioning')
-    assert proc.returncode == 0 and "BalCapRL" in proc.stdout
-    assert proc.stderr.strip().splitlines() == [
-        "mlresearch-bot: A quote mark was not closed, so I searched its words loose, not as a phrase; "
-        "close it to search the phrase."]
-
-
-def test_a_summary_with_a_quote_left_open_says_so_in_one_line(cwd):
-    run(cwd, "poll", FEED_URL=str(RSS_PATH))
-    proc = run(cwd, "summarize", '"image captioning')
-    assert proc.returncode == 0 and proc.stdout.startswith("What Apple ML Research says about")
+    proc = run(cwd, command, '"image captioning')
+    assert proc.returncode == 0 and answered(proc.stdout), proc.stdout
     assert proc.stderr.strip().splitlines() == [
         "mlresearch-bot: A quote mark was not closed, so I searched its words loose, not as a phrase; "
         "close it to search the phrase."]

@@ -50,6 +50,7 @@ import tantivy
 
 from bot.models import SearchHit
 from bot.search import glossary
+from bot.search.embed import unit
 from bot.search.engine import Snapshot, hits_of, ids_of, keyword_scores
 from bot.search.keywords import Words, combined, filter_clauses
 from bot.search.query import Query
@@ -163,11 +164,8 @@ def _similarities(vectors: Vectors, qvec: np.ndarray, allowed: np.ndarray | None
 def _fed_back(qvec: np.ndarray, feedback: list[np.ndarray]) -> np.ndarray:
     """The query's unit vector moved FEEDBACK_WEIGHT toward the mean of the best keyword hits' (Rocchio's
     pseudo-relevance feedback), as a unit vector."""
-    def unit(v: np.ndarray) -> np.ndarray:
-        norm = float(np.linalg.norm(v))
-        return v / norm if norm > 0 else v
-
-    return unit(unit(qvec) + FEEDBACK_WEIGHT * np.mean([unit(v) for v in feedback], axis=0))
+    rows = unit(np.vstack([qvec, *feedback]))
+    return unit((rows[0] + FEEDBACK_WEIGHT * rows[1:].mean(axis=0))[np.newaxis])[0]
 
 
 def _names_the_absent(words: Words) -> bool:
