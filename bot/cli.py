@@ -432,8 +432,11 @@ def _hits_json(hits: Sequence[Any]) -> str:
 
 
 def _echo(text: str, limit: int = ECHO_CHARS) -> str:
-    """What a person typed, quoted back on one line and cut (a 5,000-character query is not printed whole)."""
-    shown = " ".join(text.split())
+    """What a person typed, quoted back on one line and cut (a 5,000-character query is not printed whole),
+    without a quote mark left open (its words were searched loose)."""
+    from bot.search.query import without_open_quote
+
+    shown = without_open_quote(text)
     return repr(shown if len(shown) <= limit else shown[: limit - 1] + "…")
 
 

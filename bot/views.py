@@ -29,6 +29,7 @@ from bot.blocks import (
 from bot.models import Item, SearchHit
 from bot.search import glossary
 from bot.search.highlight import WordMatcher, highlighted_snippet
+from bot.search.query import without_open_quote
 from bot.summarize import Summary
 
 COMMAND = "/mlresearch"
@@ -105,8 +106,8 @@ def share_button(value: str) -> dict[str, Any]:
 
 def quoted(text: str, limit: int = 80) -> str:
     """User input echoed back: one line, cut, escaped, in curly quotes (a text that is one quoted phrase in
-    those quotes alone: “image captioning”, not “"image captioning"”)."""
-    text = " ".join(text.split())
+    those quotes alone: “image captioning”, not “"image captioning"”; a quote mark left open is left out)."""
+    text = without_open_quote(text)
     if len(text) > 2 and text[0] == text[-1] == '"' and text.count('"') == 2:
         text = text[1:-1]
     return "“" + escape(cut(text, limit)) + "”"

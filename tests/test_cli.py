@@ -208,10 +208,11 @@ def test_an_over_long_search_searches_its_first_words_and_says_so_in_one_line(cw
 
 @pytest.mark.parametrize(("command", "answered"), [
     ("search", lambda out: "BalCapRL" in out),
-    ("summarize", lambda out: out.startswith("What Apple ML Research says about")),
+    ("summarize", lambda out: out.startswith("What Apple ML Research says about 'image captioning' (")),
 ])
 def test_a_quote_left_open_is_said_in_one_line(cwd, command, answered):
-    """A search and a summary of the words loose, and one line on stderr saying why."""
+    """A search and a summary of the words loose, one line on stderr saying why, and the words quoted back
+    without the open mark."""
     run(cwd, "poll", FEED_URL=str(RSS_PATH))
     proc = run(cwd, command, '"image captioning')
     assert proc.returncode == 0 and answered(proc.stdout), proc.stdout

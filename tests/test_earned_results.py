@@ -334,11 +334,15 @@ def test_odd_quotes_and_long_queries_search_what_can_be_searched(corpus: Store, 
     assert found.hits and found.hits[0].item.title.startswith("BalCapRL")
 
 
-@pytest.mark.parametrize("text", ['"image captioning', "“image captioning", "image captioning”",
-                                  'captioning " image', '"image captioning" "reinforcement'])
-def test_a_quote_left_open_searches_its_words_loose_and_says_so(corpus: Store, text: str) -> None:
+@pytest.mark.parametrize(("text", "echoed"), [
+    ('"image captioning', "image captioning"), ("“image captioning", "image captioning"),
+    ("image captioning”", "image captioning"), ('captioning " image', "captioning image"),
+    ('"image captioning" "reinforcement', '"image captioning" reinforcement'),
+])
+def test_a_quote_left_open_searches_its_words_loose_and_says_so(corpus: Store, text: str,
+                                                                echoed: str) -> None:
     """An open quote quotes nothing: its words are searched loose (the captioning paper first, as without the
-    mark), and one line says why they were not taken as a phrase."""
+    mark), one line says why they were not taken as a phrase, and the reply quotes the words without it."""
     found = search(hybrid(corpus), text, 5)
     assert found.hits and found.hits[0].item.title.startswith("BalCapRL")
     assert found.note == UNCLOSED_NOTE and "\n" not in found.note
@@ -346,6 +350,7 @@ def test_a_quote_left_open_searches_its_words_loose_and_says_so(corpus: Store, t
                    Services(store=corpus, settings=Settings(), index=hybrid(corpus)))
     said = [e["text"] for b in reply.blocks if b["type"] == "context" for e in b["elements"]]
     assert said.count(UNCLOSED_NOTE) == 1 and reply.text.endswith(found.hits[-1].item.title)
+    assert f"{len(found.hits)} results for “{echoed}”" in [line.split(" · ")[0] for line in said], said
 
 
 def test_a_summary_of_a_topic_with_a_quote_left_open_says_so(corpus: Store) -> None:
@@ -356,7 +361,11 @@ def test_a_summary_of_a_topic_with_a_quote_left_open_says_so(corpus: Store) -> N
     asked = Invocation(text='summarize "image captioning', team_id="T1", channel_id="C1", user_id="U1")
     reply = handle(asked, Services(store=corpus, settings=Settings(), index=hybrid(corpus)))
     said = [e["text"] for b in reply.blocks if b["type"] == "context" for e in b["elements"]]
-    assert said.count(UNCLOSED_NOTE) == 1 and "What Apple ML Research says about" in reply.text
+    assert said.count(UNCLOSED_NOTE) == 1
+    assert "What Apple ML Research says about “image captioning”" in reply.text
+    unknown = Invocation(text='summarize "zzqx qqvy', team_id="T1", channel_id="C1", user_id="U1")
+    nothing = handle(unknown, Services(store=corpus, settings=Settings(), index=hybrid(corpus)))
+    assert nothing.text.startswith("Nothing in the archive is about “zzqx qqvy”"), nothing.text
 
 
 @pytest.mark.parametrize("text", ['"image captioning"', "“image captioning”", 'image "" captioning',

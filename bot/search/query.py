@@ -117,6 +117,17 @@ def parse_query(text: str, *, every_word: bool = False) -> Query:
     return Query(tuple(unique), prefix_last, filters, tuple(phrases[:MAX_TERMS]), typed, kept, cut, unclosed)
 
 
+def without_open_quote(text: str) -> str:
+    """`text` without the quote marks no other mark closes, for quoting it back: their words were searched
+    loose (`"image captioning` searched and echoed as image captioning); closed "phrases" stay as typed."""
+    kept, last = [], 0
+    for phrase in _PHRASE.finditer(text):
+        kept += [_QUOTE_MARK.sub(" ", text[last:phrase.start()]), phrase.group(0)]
+        last = phrase.end()
+    kept.append(_QUOTE_MARK.sub(" ", text[last:]))
+    return " ".join("".join(kept).split())
+
+
 def _authors(text: str) -> tuple[str, ...]:
     """The names of author: filters, tidied; a filter without a name is an error."""
     names: list[str] = []
