@@ -46,6 +46,11 @@ def escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+def counted(count: int, noun: str) -> str:
+    """"1 item", "3 items": a count and its noun in the number it takes."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def cut(text: str, limit: int) -> str:
     """At most `limit` characters, cut on a word with an ellipsis."""
     text = " ".join(text.split()) if "\n" not in text else text

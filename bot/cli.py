@@ -262,6 +262,7 @@ def cmd_poll(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _poll(settings: Settings, args: argparse.Namespace) -> int:
+    from bot.blocks import counted  # imported with the pipeline anyway
     from bot.pipeline import Pipeline, would_burst
     from bot.store import open_store as store_at
 
@@ -289,9 +290,10 @@ def _poll(settings: Settings, args: argparse.Namespace) -> int:
                     )
                 )
             elif baseline:
-                _out(f"first poll: {len(new)} items would be recorded as seen; nothing would be posted")
+                _out(f"first poll: {counted(len(new), 'item')} would be recorded as seen; "
+                     "nothing would be posted")
             else:
-                _out(f"{len(new)} new item(s) would be posted:" if new else "nothing new")
+                _out(f"{counted(len(new), 'new item')} would be posted:" if new else "nothing new")
                 for item in new:
                     _out(f"  {item.published:%Y-%m-%d}  {item.title}\n              {item.link}")
                 for sub, count in bursts:
@@ -464,7 +466,7 @@ def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
         related = f" (e.g. {', '.join(repr(t) for t in topics)})" if topics else ""
         hint = f"{absent}try fewer or broader words or a related topic{related}, or check the spelling"
         _out(_nothing_found(store, f"no results for {_echo(query)}: {hint}"))
-    from bot.blocks import format_authors  # slack_sdk's Block Kit comes with it: not paid under --json
+    from bot.blocks import counted, format_authors  # slack_sdk's Block Kit comes with it: not under --json
 
     if hits and found.searched_for:
         _out(f"searched for {_echo(found.searched_for)}")
@@ -475,7 +477,7 @@ def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
     if hits:
         total = max(found.total, len(hits))
         best = f", the best {len(hits)}:" if total > len(hits) else ":"
-        _out(f"{total} result{'s' if total != 1 else ''}{best}")
+        _out(f"{counted(total, 'result')}{best}")
     for rank, hit in enumerate(hits, 1):
         mark = "  (related by meaning)" if hit.by_meaning else ""
         _out(f"{rank:>2}. {hit.item.title}{mark}\n    {hit.item.published:%Y-%m-%d}  {hit.item.link}")
@@ -485,6 +487,7 @@ def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_summarize(settings: Settings, args: argparse.Namespace) -> int:
+    from bot.blocks import counted  # imported with the summarizer anyway
     from bot.search.index import SearchIndex, meaning_model
     from bot.summarize import Summarizer
 
@@ -511,7 +514,8 @@ def cmd_summarize(settings: Settings, args: argparse.Namespace) -> int:
         _out(f"searched for {_echo(summary.searched_for)}")
     if summary.note:
         _err(summary.note)
-    _out(f"What Apple ML Research says about {_echo(topic)} ({len(summary.items)} item(s), {span}; {how}):\n")
+    found = counted(len(summary.items), "item")
+    _out(f"What Apple ML Research says about {_echo(topic)} ({found}, {span}; {how}):\n")
     _out(summary.text() + "\n")
     for n, item in enumerate(summary.items, 1):
         _out(f"[{n}] {item.title} ({item.published:%Y-%m-%d})\n    {item.link}")

@@ -21,7 +21,7 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 
 from bot import digest, home, status, views
-from bot.blocks import escape
+from bot.blocks import counted, escape
 from bot.config import Settings
 from bot.errors import SearchError, StoreError
 from bot.models import MAX_WORKSPACE_TOPICS, Subscription
@@ -279,7 +279,8 @@ def cmd_subscribe(rest: str, inv: Invocation, services: Services) -> Reply:
         services.store.set_digest(inv.team_id, inv.channel_id, None, now=services.clock())
         message = f"Updated {where}'s subscription: no more digests; I'll post {what} here, one by one."
         if waiting:
-            message += f" The {waiting} item(s) waiting for the digest will be posted at the next poll."
+            message += (f" The {counted(waiting, 'item')} waiting for the digest will be posted at the "
+                        "next poll.")
     elif created:
         message = f"Subscribed {where}: I'll post {what} here. Items already archived aren't reposted."
     else:

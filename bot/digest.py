@@ -30,7 +30,7 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 from slack_sdk.models.blocks import ContextBlock, HeaderBlock, PlainTextObject, SectionBlock
 
-from bot.blocks import KIND_LABEL, cut, escape, md, title_link
+from bot.blocks import KIND_LABEL, counted, cut, escape, md, title_link
 from bot.deliver import LOCAL_TEAM_ID, ClientFor
 from bot.errors import WorkspaceUnavailable
 from bot.models import DeliveryReport, Digest, Item, Subscription
@@ -151,7 +151,7 @@ def digest_message(
     label = "Weekly" if sub.digest == "weekly" else "Daily"
     kinds = {kind: [(i, m) for i, m in contents if i.kind == kind] for kind in KIND_LABEL}
     counts = ", ".join(
-        f"{len(found)} {KIND_LABEL[kind].lower()}{'s' if len(found) != 1 else ''}"
+        counted(len(found), KIND_LABEL[kind].lower())
         for kind, found in kinds.items() if found
     )
     ends = digest.ends.astimezone(tz)
@@ -190,7 +190,7 @@ def digest_message(
 
 
 def _new(count: int) -> str:
-    return f"{count} new item{'s' if count != 1 else ''}"
+    return counted(count, "new item")
 
 
 def _sections(title: str, lines: list[str]) -> list[SectionBlock]:

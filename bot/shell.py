@@ -36,7 +36,7 @@ import httpx
 
 from bot import digest, research_index
 from bot.ask import Understood, understand
-from bot.blocks import follow_message, item_message
+from bot.blocks import counted, follow_message, item_message
 from bot.commands import HANDLERS, Invocation, Reply, Services, handle, split
 from bot.config import Settings, redact_url
 from bot.conversation import Question, reply_for
@@ -237,8 +237,8 @@ def describe(result: PollResult, subscribed: bool) -> str:
     if result.baseline:
         then = "" if subscribed else " once this channel is subscribed (/mlresearch subscribe)"
         return (
-            f"[poll] first poll: {result.fetched} item(s) archived as already seen; new items from now on "
-            f"print here{then}"
+            f"[poll] first poll: {counted(result.fetched, 'item')} archived as already seen; new items from "
+            f"now on print here{then}"
         )
     return f"[poll] fetched {result.fetched}, {result.new} new, {result.delivered} printed here"
 

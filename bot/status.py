@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
-from bot.blocks import cut, escape
+from bot.blocks import counted, cut, escape
 from bot.models import FeedState, Item, Subscription
 from bot.store import utcnow
 from bot.views import COMMAND, Blocks, channel_ref, citation, section
@@ -43,7 +43,8 @@ def feed_lines(state: FeedState | None, count: int, newest: Item | None) -> list
             error = escape(cut(state.last_error or "unknown error", 300))
             streak = state.error_streak
             lines.append(f"*Errors:* {streak} in a row; last: {error} ({when(state.last_error_at)})")
-    lines.append(f"*Archive:* {count} item(s)" + (f" · newest: {citation(newest)}" if newest else ""))
+    newest_is = f" · newest: {citation(newest)}" if newest else ""
+    lines.append(f"*Archive:* {counted(count, 'item')}{newest_is}")
     return lines
 
 

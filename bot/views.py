@@ -18,6 +18,7 @@ from bot.blocks import (
     KIND_LABEL,
     RELATED_ACTION_ID,
     SAVE_ACTION_ID,
+    counted,
     cut,
     day,
     escape,
@@ -190,7 +191,7 @@ def search_reply(
         blocks.append(context(f"Also searched: {escape(cut(also, 300))}"))
     if note:
         blocks.append(context(escape(note)))
-    count = f"{total} result{'s' if total != 1 else ''} for {quoted(text)}"
+    count = f"{counted(total, 'result')} for {quoted(text)}"
     blocks.append(context(count + (f" · the best {len(hits)}" if total > len(hits) else "")))
     for hit in hits:
         blocks += item_blocks(hit.item, highlighted_snippet(hit.item.summary, matcher, 300))
@@ -249,7 +250,7 @@ def no_results(text: str, missing: Sequence[str] = (), topics: Sequence[str] = (
 def latest_reply(items: Sequence[Item], note: str = "") -> tuple[str, Blocks]:
     if not items:
         return one_line("The archive is empty: nothing has been fetched yet. Try again after the next poll.")
-    blocks: Blocks = [context(f"The {len(items)} newest item(s)" + (f" · {note}" if note else ""))]
+    blocks: Blocks = [context(f"The {counted(len(items), 'newest item')}" + (f" · {note}" if note else ""))]
     for item in items:
         blocks += item_blocks(item, list_snippet(item))
     titles = "; ".join(escape(cut(i.title, 100)) for i in items)
@@ -276,7 +277,7 @@ def summary_reply(summary: Summary) -> tuple[str, Blocks]:
     for bullet in summary.bullets:
         sources = "; ".join(citation(summary.items[n - 1]) for n in bullet.sources)
         blocks.append(section(f"• {escape(bullet.text)}\n      ↳ {sources}"))
-    blocks.append(context(f"{len(summary.items)} item(s), {span} · {how}"))
+    blocks.append(context(f"{counted(len(summary.items), 'item')}, {span} · {how}"))
     text = f"{searched}What Apple ML Research says about {quoted(summary.topic)}: " + " ".join(
         escape(b.text) for b in summary.bullets
     )

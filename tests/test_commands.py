@@ -366,7 +366,7 @@ def test_unsubscribe(services: Services, store: Store) -> None:
 
 def test_status_shows_feed_health_and_this_channels_subscription(services: Services, store: Store) -> None:
     body = mrkdwn(ask(services, "status"))
-    assert "*Feed:* OK" in body and "*Archive:* 16 item(s)" in body and "not subscribed" in body
+    assert "*Feed:* OK" in body and "*Archive:* 16 items" in body and "not subscribed" in body
     assert "Introducing the Third Generation" in body
     ask(services, "subscribe vision")
     store.pause_subscription(TEAM, CHANNEL, "channel_not_found <!channel>")
@@ -381,7 +381,7 @@ def test_status_on_a_fresh_store(tmp_path: Path) -> None:
     fresh = SQLiteStore(tmp_path / "fresh.db")
     fresh.migrate()
     body = mrkdwn(ask(Services(store=fresh, settings=Settings()), "status"))
-    assert "not polled yet" in body and "0 item(s)" in body
+    assert "not polled yet" in body and "0 items" in body
 
 
 # --- failures never leak ---------------------------------------------------------------------------------

@@ -170,7 +170,7 @@ def test_a_plain_subscribe_turns_a_digest_channel_back_to_one_post_per_item(
     reply = ask(services(base, slack), "subscribe")
     sub = base.get_subscription(TEAM, CHANNEL)
     assert sub is not None and sub.digest is None
-    assert "no more digests" in reply.text and "The 2 item(s) waiting for the digest" in reply.text
+    assert "no more digests" in reply.text and "The 2 items waiting for the digest" in reply.text
     assert sorted(d.item_id for d in base.open_deliveries()) == sorted(i.id for i in NEW[:2])
     assert base.waiting_digest_items(TEAM, CHANNEL) == []
     arrive(base, NEW[:3], SET_UP + timedelta(hours=2))
@@ -188,7 +188,7 @@ def test_a_digest_held_back_by_slack_goes_out_at_the_next_poll_or_per_item_after
     assert (row.state, row.error) == ("pending", "ratelimited")
     arrive(base, NEW[:3], MONDAY + timedelta(minutes=7))  # the next period's
     reply = ask(services(base, slack), "subscribe")  # back to one post per item before the next poll
-    assert "The 1 item(s) waiting for the digest" in reply.text
+    assert "The 1 item waiting for the digest" in reply.text
     assert sorted(d.item_id for d in base.open_deliveries()) == sorted(i.id for i in NEW[:3])
     [row] = base.digests(TEAM, CHANNEL)
     assert (row.state, row.error) == ("failed", "per_item")

@@ -77,7 +77,7 @@ def test_latest_and_status_on_an_empty_archive(tmp_path: Path) -> None:
 def test_status_on_the_command_line_says_what_the_slash_command_says(polled: Path) -> None:
     text = bot(polled, "status")
     assert text.returncode == 0 and text.stderr == ""
-    assert "Feed: OK" in text.stdout and "Archive: 10 item(s)" in text.stdout
+    assert "Feed: OK" in text.stdout and "Archive: 10 items" in text.stdout
     assert "Subscriptions: 0" in text.stdout and "Summaries: extractive" in text.stdout
     assert "*" not in text.stdout  # mrkdwn made text
     answer = json.loads(bot(polled, "status", "--json").stdout)

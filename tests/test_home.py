@@ -41,7 +41,7 @@ def test_home_view_has_latest_items_subscriptions_health_and_usage(tmp_path: Pat
     assert "<#C111>: only new items matching `vision`" in body
     assert "<#C222>: every new item" in body and "*paused*: not_in_channel" in body
     assert "C999" not in body
-    assert "*Feed:* OK" in body and "*Archive:* 16 item(s)" in body
+    assert "*Feed:* OK" in body and "*Archive:* 16 items" in body
     assert "`/mlresearch search image captioning since:2026-01-01`" in body
 
 

@@ -65,7 +65,7 @@ def test_a_dry_run_says_which_channels_would_get_a_burst(tmp_path: Path, databas
     feed.write_bytes(ARCHIVE.read_bytes())  # the feed now holds 6 more
     text = bot(tmp_path, "poll", "--dry-run", **env)
     assert text.returncode == 0, text.stderr
-    assert "6 new item(s) would be posted" in text.stdout
+    assert "6 new items would be posted" in text.stdout
     bursts = [line for line in text.stdout.splitlines() if "burst" in line]
     assert bursts == ["T1/C0ALL would get a burst: one message, its 6 items in its thread (more than "
                       "BURST_THRESHOLD=5)"]

@@ -182,7 +182,7 @@ def test_make_run_on_a_fresh_clone_starts_a_friendly_shell_and_creates_nothing_u
     assert list(tmp_path.iterdir()) == []
     second = bot(tmp_path, "shell", stdin="poll\nsearch captioning\n", **env)
     assert second.returncode == 0, second.stderr
-    assert "first poll: 10 item(s)" in second.stdout and "BalCapRL" in second.stdout
+    assert "first poll: 10 items" in second.stdout and "BalCapRL" in second.stdout
     assert (tmp_path / "mlresearch.db").exists()
     failing = bot(tmp_path, "shell", stdin="poll\n", **{**env, "FEED_URL": str(tmp_path / "gone.xml")})
     assert failing.stdout.count("gone.xml could not be read") == 1  # the [poll] line, not a log line too

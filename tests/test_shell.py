@@ -57,7 +57,7 @@ def test_python_m_bot_shell_with_piped_stdin(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     out = done.stdout
-    assert "first poll: 16 item(s)" in out
+    assert "first poll: 16 items" in out
     assert "/mlresearch summarize <topic>" in out  # help, unescaped for the terminal
     assert (
         "BalCapRL: A Balanced Framework for RL-Based MLLM Image Captioning "
@@ -87,7 +87,7 @@ def test_the_shell_is_its_own_channel_and_prints_new_items_through_the_ledger(tm
     settings = Settings(database_url=f"sqlite:///{tmp_path / 'bot.db'}", feed_url=str(feed), poll_interval=0)
     first = io.StringIO()
     run(settings, io.StringIO("poll\nsubscribe diffusion flows\nquit\n"), first)
-    assert "first poll: 10 item(s)" in first.getvalue()
+    assert "first poll: 10 items" in first.getvalue()
     assert "Subscribed #shell" in first.getvalue()
     store = SQLiteStore(tmp_path / "bot.db")
     sub = store.get_subscription(SHELL_TEAM_ID, SHELL_CHANNEL_ID)

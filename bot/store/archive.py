@@ -61,7 +61,8 @@ class ArchiveMixin(StoreBase):
                 unrouted = sum(item.id not in routes.items for item in new)
                 if unrouted or audience(db).version() != routes.audience:
                     raise RoutesStale(
-                        f"routing is out of date ({unrouted} new item(s) not routed"
+                        f"routing is out of date ({unrouted} new item{'' if unrouted == 1 else 's'}"
+                        f" not routed"
                         f"{'' if unrouted else ', or subscriptions or follows changed'})"
                     )
                 new_ids = {item.id for item in new}
