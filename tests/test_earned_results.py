@@ -261,6 +261,18 @@ def test_related_items_share_the_words_as_well_as_the_meaning(corpus: Store, tit
         assert any(t.startswith(start) for t in found), (start, found)
 
 
+def test_what_related_items_share_is_their_subject_not_the_prose_of_abstracts(corpus: Store) -> None:
+    """"Shares: notion, base, recent" said nothing of why a paper was listed beside an image-captioning
+    paper: the words every abstract is written in are never what two papers share."""
+    index = hybrid(corpus)
+    prose = {"recent", "compared", "notion", "existing", "novel", "present", "believe", "performance"}
+    for item in corpus_items():
+        for near in related(index, item, 3, corpus):
+            assert not {w.lower() for w in near.shares.split(", ")} & prose, (item.title, near.shares)
+    balcaprl = find_item(index, "BalCapRL")
+    assert "captioning" in related(index, balcaprl, 1, corpus)[0].shares
+
+
 def test_related_without_a_model_lists_as_many_items_as_asked_by_their_words(corpus: Store) -> None:
     """Without search by meaning (a model that failed, or still loading), the nearest by words: every item
     gets as many as asked (its title searched as a query found one or two for some), each sharing words."""

@@ -58,7 +58,21 @@ _COMMON = """
     such them then therefore they those though through thus too two under until up upon us use used uses using
     very via well were whether while whose will within without would yet
 """
-_GENERAL = frozenset(_COMMON.split())
+# ... and the words any paper's abstract is written in, whatever its subject ("recent", "compared", "notion"
+# and "existing" came up as what an image-captioning paper shares with the others).
+_RESEARCH_PROSE = """
+    ability able achieve achieved achieves address addresses allow allows approach approaches based believe
+    better capture captures capturing certain challenge challenges challenging close compare compared
+    comparison consider considered core demonstrate demonstrated demonstrates effective effectively
+    efficiently enable enables enabling entering existing explore explores field finding findings
+    furthermore gap give gives good highly important improve improved improvement improvements improves
+    improving include includes including introduce introduced introduces investigate investigates key
+    leverage leverages leveraging long moreover notion novel outperform outperforms paper particular
+    particularly perform performance performs present presented presents problem problems propose proposed
+    proposes provide provides providing range recent recently result results show showed shown shows
+    significant significantly simple specifically step strong study studies various wide work works write
+"""
+_GENERAL = frozenset(_COMMON.split()) | frozenset(_RESEARCH_PROSE.split())
 _WORD = re.compile(r"[^\W_][\w'-]*[^\W_]|[^\W_]")
 _SLACK_LINK = re.compile(r"^<([^|>]+)(?:\|[^>]*)?>$")
 
