@@ -380,6 +380,15 @@ def test_a_summary_of_a_topic_with_a_quote_left_open_says_so(corpus: Store) -> N
     assert nothing.text.startswith("Nothing in the archive is about “zzqx qqvy”"), nothing.text
 
 
+@pytest.mark.parametrize("command", ["subscribe", "follow"])
+def test_a_text_of_nothing_but_a_quote_mark_is_echoed_as_typed(corpus: Store, command: str) -> None:
+    """Leaving the open mark out would echo nothing ("no words in “”"): the reply quotes what was typed."""
+    asked = Invocation(text=f'{command} "', team_id="T1", channel_id="C1", user_id="U1")
+    reply = handle(asked, Services(store=corpus, settings=Settings()))
+    assert 'in “"”; nothing was changed' in reply.text, reply.text
+    assert corpus.get_subscription("T1", "C1") is None
+
+
 @pytest.mark.parametrize("text", ['"image captioning"', "“image captioning”", 'image "" captioning',
                                   'author:"Vasu" image captioning', 'author:"Vasu image captioning'])
 def test_closed_quotes_and_an_author_filter_need_no_note(corpus: Store, text: str) -> None:

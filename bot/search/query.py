@@ -118,14 +118,15 @@ def parse_query(text: str, *, every_word: bool = False) -> Query:
 
 
 def without_open_quote(text: str) -> str:
-    """`text` without the quote marks no other mark closes, for quoting it back: their words were searched
-    loose (`"image captioning` searched and echoed as image captioning); closed "phrases" stay as typed."""
+    """`text` on one line without the quote marks no other mark closes, for quoting it back: their words were
+    searched loose (`"image captioning` searched and echoed as image captioning); closed "phrases" stay as
+    typed, and so does a text of nothing but quote marks (there is nothing else to echo)."""
     kept, last = [], 0
     for phrase in _PHRASE.finditer(text):
         kept += [_QUOTE_MARK.sub(" ", text[last:phrase.start()]), phrase.group(0)]
         last = phrase.end()
     kept.append(_QUOTE_MARK.sub(" ", text[last:]))
-    return " ".join("".join(kept).split())
+    return " ".join("".join(kept).split()) or " ".join(text.split())
 
 
 def _authors(text: str) -> tuple[str, ...]:
