@@ -21,7 +21,7 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 
 from bot import digest, home, status, views
-from bot.blocks import counted, escape
+from bot.blocks import FALLBACK_TEXT_LIMIT, counted, cut, escape
 from bot.config import Settings
 from bot.errors import SearchError, StoreError
 from bot.models import MAX_WORKSPACE_TOPICS, Subscription
@@ -77,7 +77,8 @@ class Reply:
     text: str  # plain-text fallback (escaped feed text)
     blocks: list[dict[str, Any]] = field(default_factory=list)
     share_value: str | None = None  # when set, `blocks` end with the "Share in channel" button
-    searched_for: str | None = None  # a misspelt word was searched as typed right: what was (as it opens)
+    searched_for: str | None = None  # a misspelt word was searched as typed right: what was (`_answer` opens
+    # a command's reply with it; a thread's answer says it in its header)
 
 
 @dataclass
@@ -168,8 +169,14 @@ def _answer(inv: Invocation, services: Services, shared_by: str | None, button: 
     except Exception:  # noqa: BLE001 - a user never sees a trace
         log.exception("event=command_crashed name=%s", word[:20])
         return line("Something went wrong on my side; nothing was changed. Try again in a minute.")
-    if reply.share_value is None or not button:
+    if not button:  # a thread's answer says what was searched for in its own header (Understood.describe)
         return replace(reply, share_value=None)
+    if reply.searched_for:  # a misspelt word was searched as typed right: the reply opens by saying so
+        said, opened = views.searched_opening(reply.searched_for)
+        reply = replace(reply, text=cut(said + reply.text, FALLBACK_TEXT_LIMIT),
+                        blocks=[*opened, *reply.blocks])
+    if reply.share_value is None:
+        return reply
     if shared_by is not None:
         blocks = [*reply.blocks, views.context(f"Shared by {views.user_ref(shared_by)}")]
         return replace(reply, blocks=blocks, share_value=None)
@@ -210,8 +217,7 @@ def cmd_search(rest: str, inv: Invocation, services: Services) -> Reply:
     if found.expanded:  # the glossary's forms are highlighted too
         searched = (*searched, *parse_query(found.expanded).terms)
     matcher = matcher_for_text(summaries, searched, prefix_last=query.prefix_last and not found.searched_for)
-    reply = views.search_reply(rest, shown, matcher, found.total,
-                               searched_for=found.searched_for, expanded=found.expanded, note=found.note)
+    reply = views.search_reply(rest, shown, matcher, found.total, expanded=found.expanded, note=found.note)
     return _shareable(reply, found.searched_for)
 
 

@@ -236,14 +236,10 @@ def reply_for(understood: Understood, q: Question, services: Services) -> tuple[
         return HELP, [views.section(HELP)]
     inv = Invocation(text=understood.command(), team_id=q.team_id, channel_id=q.channel_id, user_id=q.user_id)
     reply = commands.converse(inv, services)
-    text, shown = reply.text, reply.blocks
-    if reply.searched_for:  # said once, in the header: "Searched for “speech recognition” (you typed …)"
-        opening, opened = views.searched_opening(reply.searched_for)
-        text, shown = text.removeprefix(opening), [block for block in shown if block not in opened]
-    said = understood.describe(reply.searched_for)
+    said = understood.describe(reply.searched_for)  # "Searched for “speech recognition” (you typed …)"
     hint = " Reply in this thread to narrow it down (“and on-device?”) or change it (“what about vision?”)."
-    blocks = [views.context(said + hint), *shown][:MAX_BLOCKS]
-    return cut(f"{said} {text}", TEXT_LIMIT), blocks
+    blocks = [views.context(said + hint), *reply.blocks][:MAX_BLOCKS]
+    return cut(f"{said} {reply.text}", TEXT_LIMIT), blocks
 
 
 def in_context(understood: Understood, q: Question, store: Store) -> Understood:

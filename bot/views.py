@@ -168,8 +168,8 @@ BY_MEANING = "related by meaning: it does not use your words"
 
 
 def searched_opening(searched_for: str | None) -> tuple[str, Blocks]:
-    """A reply's opening when a misspelt word was searched as another: its text ("" when none) and blocks. An
-    answer in a thread says it in its own header instead (`conversation.reply_for` takes it out)."""
+    """A reply's opening when a misspelt word was searched as another: its text ("" when none) and blocks.
+    `commands` opens a command's reply with it; an answer in a thread says it in its own header instead."""
     if not searched_for:
         return "", []
     said = f"Searched for {quoted(searched_for)}"
@@ -177,15 +177,15 @@ def searched_opening(searched_for: str | None) -> tuple[str, Blocks]:
 
 
 def search_reply(
-    text: str, hits: Sequence[SearchHit], matcher: WordMatcher, total: int, searched_for: str | None = None,
-    expanded: str | None = None, note: str | None = None,
+    text: str, hits: Sequence[SearchHit], matcher: WordMatcher, total: int, expanded: str | None = None,
+    note: str | None = None,
 ) -> tuple[str, Blocks]:
     """The results that earned a place (bot.search.hybrid): how many there are, the best of them, each one
     found by meaning alone marked as such."""
     if not hits:
         return no_results(text)
     total = max(total, len(hits))
-    searched, blocks = searched_opening(searched_for)
+    blocks: Blocks = []
     if expanded:  # a second "Searched for" would read as if the first were wrong
         also = glossary.also(expanded, lambda said: f"“{said}”")
         blocks.append(context(f"Also searched: {escape(cut(also, 300))}"))
@@ -200,7 +200,7 @@ def search_reply(
         blocks.append(result_actions(hit.item))
     titles = "; ".join(escape(cut(h.item.title, 100)) + (" (related by meaning)" if h.by_meaning else "")
                        for h in hits)
-    return f"{searched}{count}: {titles}", blocks
+    return f"{count}: {titles}", blocks
 
 
 def result_actions(item: Item) -> dict[str, Any]:
@@ -270,15 +270,13 @@ def summary_reply(summary: Summary) -> tuple[str, Blocks]:
         if summary.method == "extractive"
         else f"written by {escape(cut(summary.model or 'a language model', 60))} from these items only"
     )
-    searched, blocks = searched_opening(summary.searched_for)
-    if summary.note:
-        blocks.append(context(escape(summary.note)))
+    blocks: Blocks = [context(escape(summary.note))] if summary.note else []
     blocks.append(section(f"*What Apple ML Research says about {quoted(summary.topic)}*"))
     for bullet in summary.bullets:
         sources = "; ".join(citation(summary.items[n - 1]) for n in bullet.sources)
         blocks.append(section(f"• {escape(bullet.text)}\n      ↳ {sources}"))
     blocks.append(context(f"{counted(len(summary.items), 'item')}, {span} · {how}"))
-    text = f"{searched}What Apple ML Research says about {quoted(summary.topic)}: " + " ".join(
+    text = f"What Apple ML Research says about {quoted(summary.topic)}: " + " ".join(
         escape(b.text) for b in summary.bullets
     )
     return cut(text, 3000), blocks

@@ -41,6 +41,7 @@ _FILTER = re.compile(r"(?<!\S)(since|until|type):(\S*)", re.IGNORECASE)
 # author:"First Last", author:“First Last” (Slack's smart quotes) or author:Name; matches authors only.
 _PHRASE = re.compile(r"\"([^\"]*)\"|“([^”]*)”")
 _QUOTE_MARK = re.compile(r"[\"“”]")
+_PHRASE_OR_MARK = re.compile(f"{_PHRASE.pattern}|{_QUOTE_MARK.pattern}")  # a closed phrase, else a lone mark
 _AUTHOR = re.compile(r"(?<!\S)authors?:(?:\"([^\"]*)\"?|“([^”]*)”?|(\S*))", re.IGNORECASE)
 MAX_AUTHORS = 5
 KIND_ALIASES = {
@@ -121,12 +122,8 @@ def without_open_quote(text: str) -> str:
     """`text` on one line without the quote marks no other mark closes, for quoting it back: their words were
     searched loose (`"image captioning` searched and echoed as image captioning); closed "phrases" stay as
     typed, and so does a text of nothing but quote marks (there is nothing else to echo)."""
-    kept, last = [], 0
-    for phrase in _PHRASE.finditer(text):
-        kept += [_QUOTE_MARK.sub(" ", text[last:phrase.start()]), phrase.group(0)]
-        last = phrase.end()
-    kept.append(_QUOTE_MARK.sub(" ", text[last:]))
-    return " ".join("".join(kept).split()) or " ".join(text.split())
+    kept = _PHRASE_OR_MARK.sub(lambda found: found.group(0) if len(found.group(0)) > 1 else " ", text)
+    return " ".join(kept.split()) or " ".join(text.split())
 
 
 def _authors(text: str) -> tuple[str, ...]:
