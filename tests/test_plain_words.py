@@ -61,6 +61,18 @@ def test_a_wake_word_finds_every_voice_trigger_post_before_anything_else(corpus:
     assert len(found) == 3
 
 
+
+@pytest.mark.parametrize("meaning", [False, True])
+def test_making_models_smaller_means_model_compression_not_image_compression(corpus: Store, meaning: bool
+                                                                             ) -> None:
+    """"Make models smaller" is searched as quantization and *model* compression: the post on compressing
+    photos ("Learned Image Compression") holds the word compression but is not about models."""
+    found = titles(index_of(corpus, meaning), "how do they make models smaller for phones", 10)
+    assert found, found
+    assert not any("Image Compression" in title for title in found), found
+    assert glossary.shown(glossary.expand(["make", "models", "smaller"])) == \
+        "make models smaller, quantization, model compression"
+
 def test_a_plain_word_no_post_holds_still_finds_its_post_by_meaning(corpus: Store) -> None:
     found = search(index_of(corpus, True), "help for people who stammer", 5)
     assert [h.item.title for h in found.hits][:1] == \
