@@ -32,6 +32,7 @@ from bot.search.keywords import as_spelled
 from bot.search.match import MAX_KEYWORD_CHARS, TOPIC_PREFIX, split_keywords
 from bot.search.query import parse_query
 from bot.search.related import find_item, related
+from bot.search.words import content
 from bot.store import Store, utcnow
 from bot.summarize import Summarizer
 from bot.views import SHARE_ACTION_ID, Blocks
@@ -213,10 +214,13 @@ def cmd_search(rest: str, inv: Invocation, services: Services) -> Reply:
         return Reply(*views.no_results(rest, found.missing, glossary.suggest(query.content), found.meant))
     shown = hits[:SEARCH_RESULTS]
     summaries = " ".join(h.item.summary for h in shown)
-    searched = parse_query(found.searched_for).terms if found.searched_for else query.terms
-    if found.expanded:  # the glossary's forms are highlighted too
-        searched = (*searched, *parse_query(found.expanded).terms)
-    matcher = matcher_for_text(summaries, searched, prefix_last=query.prefix_last and not found.searched_for)
+    # the words that decided the search are in bold, not the filler around them ("what has apple published
+    # about privacy" bolds privacy, not "what" or "Apple"), nor a glossary form's ("on the phone"); the last
+    # word typed comes last, as it may be a prefix
+    typed = parse_query(found.searched_for) if found.searched_for else query
+    forms = content(parse_query(found.expanded).terms) if found.expanded else []
+    matcher = matcher_for_text(summaries, [*forms, *typed.content],
+                               prefix_last=typed.last_is_prefix and not found.searched_for)
     reply = views.search_reply(rest, shown, matcher, found.total, expanded=found.expanded, note=found.note)
     return _shareable(reply, found.searched_for)
 

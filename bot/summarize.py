@@ -85,9 +85,7 @@ class Summary:
 def topic_terms(topic: str) -> tuple[list[str], bool, Any]:
     """The topic's search terms without filler words, whether the last is a prefix, and its filters."""
     query = parse_query(topic)  # raises SearchError with a one-line message
-    terms = list(query.content)
-    prefix_last = bool(terms) and query.prefix_last and terms[-1] == query.terms[-1]
-    return terms, prefix_last, query.filters
+    return list(query.content), query.last_is_prefix, query.filters
 
 
 class Retrieved(NamedTuple):

@@ -29,7 +29,7 @@ from bot.blocks import (
 )
 from bot.models import Item, SearchHit
 from bot.search import glossary
-from bot.search.highlight import WordMatcher, highlighted_snippet
+from bot.search.highlight import WordMatcher, highlighted_snippet, words
 from bot.search.query import without_open_quote
 from bot.summarize import Summary
 
@@ -165,6 +165,7 @@ def usage_reply(word: str) -> tuple[str, Blocks]:
 
 
 BY_MEANING = "related by meaning: it does not use your words"
+BY_MEANING_SOME = "related by meaning: it holds only some of your words"
 
 
 def searched_opening(searched_for: str | None) -> tuple[str, Blocks]:
@@ -195,8 +196,9 @@ def search_reply(
     blocks.append(context(count + (f" · the best {len(hits)}" if total > len(hits) else "")))
     for hit in hits:
         blocks += item_blocks(hit.item, highlighted_snippet(hit.item.summary, matcher, 300))
-        if hit.by_meaning:
-            blocks.append(context(f"_{BY_MEANING}_"))
+        if hit.by_meaning:  # too few of the words to match them: none, or some (in bold in its text)
+            some = matcher.among(set(words(f"{hit.item.title} {hit.item.summary}")))
+            blocks.append(context(f"_{BY_MEANING_SOME if some else BY_MEANING}_"))
         blocks.append(result_actions(hit.item))
     titles = "; ".join(escape(cut(h.item.title, 100)) + (" (related by meaning)" if h.by_meaning else "")
                        for h in hits)

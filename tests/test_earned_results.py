@@ -492,3 +492,41 @@ def test_subscribing_to_a_misspelt_keyword_keeps_it_and_says_what_was_meant(corp
     assert "No archived item says `captoning`: did you mean `captioning`?" in reply.text
     assert "No archived item says `speech recogniton`: did you mean `speech recognition`?" in reply.text
     assert reply.text.count("did you mean") == 2 and "\n" not in reply.text
+
+
+def shown_text(reply: Reply) -> str:
+    parts = [part for block in reply.blocks for part in [block.get("text") or {}, *block.get("elements", [])]]
+    return "\n".join(str(part.get("text", "")) for part in parts if isinstance(part, dict))
+
+
+def test_a_reply_bolds_the_words_searched_not_the_filler_around_them(corpus: Store) -> None:
+    """The question words and filler a search leaves out are not in bold in its results either: "what has
+    apple published about privacy" bolds privacy, not "what" or "Apple"; a filler word typed last is no
+    prefix, and a content word typed last still is."""
+    services = Services(store=corpus, settings=Settings(), index=hybrid(corpus))
+    reply = handle(Invocation(text="search what has apple published about privacy", team_id="T1",
+                              channel_id="C1", user_id="U1"), services)
+    text = shown_text(reply)
+    assert "*privacy*" in text
+    assert not re.search(r"\*(what|Apple|about|published)\*", text, re.IGNORECASE), text
+    trailing = shown_text(handle(Invocation(text="search differential privacy with", team_id="T1",
+                                            channel_id="C1", user_id="U1"), services))
+    assert "*privacy*" in trailing
+    assert not re.search(r"\*with(out)?\*", trailing, re.IGNORECASE), trailing
+    prefix = shown_text(handle(Invocation(text="search privacy preserv", team_id="T1", channel_id="C1",
+                                          user_id="U1"), services))
+    assert re.search(r"\*preserv\w+\*", prefix, re.IGNORECASE), prefix
+
+
+def test_a_result_by_meaning_says_whether_it_holds_some_of_the_words(corpus: Store) -> None:
+    """An item close in meaning alone holds none of the words, or too few of them to match: its mark says
+    which, so it never claims "it does not use your words" beside a text that holds some (in bold)."""
+    services = Services(store=corpus, settings=Settings(), index=hybrid(corpus))
+    some = shown_text(handle(Invocation(text="search cutting objects out of camera pictures", team_id="T1",
+                                        channel_id="C1", user_id="U1"), services))
+    assert "related by meaning: it holds only some of your words" in some
+    assert "does not use your words" not in some
+    none = shown_text(handle(Invocation(text="search GAN", team_id="T1", channel_id="C1", user_id="U1"),
+                             services))
+    assert "related by meaning: it does not use your words" in none
+    assert "only some of your words" not in none

@@ -68,6 +68,12 @@ class Query:
         if not self.content and self.terms:
             object.__setattr__(self, "content", tuple(content(self.terms, question=False)))
 
+    @property
+    def last_is_prefix(self) -> bool:
+        """Whether the last of `content` stands for every word it starts: it is the last word typed, typed as
+        a prefix (a filler word typed last makes no word of `content` a prefix)."""
+        return self.prefix_last and bool(self.content) and self.content[-1] == self.terms[-1]
+
 
 def parse_query(text: str, *, every_word: bool = False) -> Query:
     """`text` as a Query; `every_word` keeps filler words in `content` (a title looked up by its words)."""
