@@ -273,6 +273,17 @@ def test_what_related_items_share_is_their_subject_not_the_prose_of_abstracts(co
     assert "captioning" in related(index, balcaprl, 1, corpus)[0].shares
 
 
+def test_what_related_items_share_is_written_as_the_abstract_writes_it_not_as_a_title_capitalizes_it(
+        corpus: Store) -> None:
+    """"Shares: Models, datasets, training": a word is named in lower case when the item ever writes it so,
+    and keeps its capital when it always has one (Siri)."""
+    index = hybrid(corpus)
+    mobileclip = [r.shares for r in related(index, find_item(index, "MobileCLIP"), 5, corpus)]
+    assert "models, datasets, training" in mobileclip, mobileclip
+    siri = [r.shares for r in related(index, find_item(index, "Personalized Hey Siri"), 5, corpus)]
+    assert all("Siri" in shared for shared in siri[:4]), siri
+
+
 def test_related_without_a_model_lists_as_many_items_as_asked_by_their_words(corpus: Store) -> None:
     """Without search by meaning (a model that failed, or still loading), the nearest by words: every item
     gets as many as asked (its title searched as a query found one or two for some), each sharing words."""

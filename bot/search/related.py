@@ -207,7 +207,8 @@ def _cosine(one: dict[str, float], other: dict[str, float]) -> float:
 
 def shares(snapshot: Snapshot, one: Item, other: Item, idf: Callable[[str], float] | None = None) -> str:
     """The words both items' titles and abstracts use most, weighted by how rare they are in the archive
-    (`idf`: `related` passes the rarity it has already looked up), as `other` writes them."""
+    (`idf`: `related` passes the rarity it has already looked up), as `other` writes them: in lower case when
+    it ever does (a title's or a sentence's capital is not the word's: "models", not "Models"; "Siri")."""
     mine = Counter(terms(f"{one.title} {one.title} {one.summary}"))
     theirs: Counter[str] = Counter()
     surfaces: dict[str, str] = {}
@@ -216,7 +217,9 @@ def shares(snapshot: Snapshot, one: Item, other: Item, idf: Callable[[str], floa
         lowered = word.lower()
         if len(found) == 1 and found[0] in mine and lowered not in STOPWORDS and lowered not in _GENERAL \
                 and len(word) > 2 and not word.isdigit():
-            surfaces.setdefault(found[0], word)
+            known = surfaces.get(found[0])
+            if known is None or (word == lowered and known != known.lower()):  # its first form in lower case
+                surfaces[found[0]] = word
             theirs[found[0]] += 1
     rarity = idf or _rarity(snapshot)
 
