@@ -215,8 +215,8 @@ def cmd_search(rest: str, inv: Invocation, services: Services) -> Reply:
     shown = hits[:SEARCH_RESULTS]
     summaries = " ".join(h.item.summary for h in shown)
     # the words that decided the search are in bold, not the filler around them ("what has apple published
-    # about privacy" bolds privacy, not "what" or "Apple"), nor a glossary form's ("on the phone"); the last
-    # word typed comes last, as it may be a prefix
+    # about privacy" bolds privacy, not "what" or "Apple") nor the filler of a glossary form ("on" of "on the
+    # phone"); the last word typed comes last, as it may be a prefix
     typed = parse_query(found.searched_for) if found.searched_for else query
     forms = content(parse_query(found.expanded).terms) if found.expanded else []
     matcher = matcher_for_text(summaries, [*forms, *typed.content],

@@ -149,6 +149,7 @@ def digest_message(
     schedule = Schedule.of(sub)
     tz = schedule.tz if schedule is not None else ZoneInfo("UTC")
     label = "Weekly" if sub.digest == "weekly" else "Daily"
+    heading = f"{label} digest: {counted(len(contents), 'new item')}"  # the header, and the fallback's start
     kinds = {kind: [(i, m) for i, m in contents if i.kind == kind] for kind in KIND_LABEL}
     counts = ", ".join(
         counted(len(found), KIND_LABEL[kind].lower())
@@ -159,7 +160,7 @@ def digest_message(
     if digest.starts is not None:
         span = f"{local_time(digest.starts.astimezone(tz))} to {local_time(ends)}"
     blocks: list[Any] = [
-        HeaderBlock(text=PlainTextObject(text=cut(f"{label} digest: {_new(len(contents))}", 150))),
+        HeaderBlock(text=PlainTextObject(text=cut(heading, 150))),
         ContextBlock(elements=[md(escape(cut(f"{span} ({tz.key}) · {counts}", 1900)))]),
     ]
     listed = 0
@@ -180,17 +181,13 @@ def digest_message(
         blocks.append(ContextBlock(elements=[md(f"… and {more} more, in the archive: `/mlresearch search`")]))
     titles = "; ".join(escape(cut(item.title, 100)) for item, _ in contents[:20])
     return {
-        "text": cut(f"{label} digest: {_new(len(contents))} ({counts}): {titles}", 3000),
+        "text": cut(f"{heading} ({counts}): {titles}", 3000),
         "blocks": [b.to_dict() for b in blocks[:50]],
         "unfurl_links": False,
         "unfurl_media": False,
         "parse": "none",
         "metadata": {"event_type": EVENT_TYPE, "event_payload": {"period": digest.period}},
     }
-
-
-def _new(count: int) -> str:
-    return counted(count, "new item")
 
 
 def _sections(title: str, lines: list[str]) -> list[SectionBlock]:
