@@ -19,10 +19,13 @@ Who earns a place:
   on device-directed speech (on the tuning set, shown precision 0.715 -> 0.741 and nDCG@10 0.785 -> 0.784;
   one more pass over the vectors, ~0.3 ms at 20,000 items). The keyword hits themselves are ordered by the
   query's own similarity. When the
-  query names what no item holds (two of its words are in no item, or one of a query of one or two words:
-  "3d printing", "forecasting stock prices"), the floor is MISSING_FLOOR: the archive is most likely not
-  about it, and the nearest items are the best of a bad lot (of the tuning set's 32 queries about what no
-  post covers, 29 got results before it, 6 with it; bench_quality).
+  query names what no item holds (two of its words are in no item, or one of a query of at most ABSENT_OF
+  words: "3d printing", "forecasting stock prices", "pid controller tuning"), the floor is MISSING_FLOOR:
+  the archive is most likely not about it, and the nearest items are the best of a bad lot (of the tuning
+  set's 32 queries about what no post covers, 29 got results before it, 6 with it; bench_quality). One
+  word in three is a third of what the query names: with ABSENT_OF at 2, "pid controller tuning" showed a
+  post on voice triggers (ABSENT_OF 2 -> 3, on the tuning set: nDCG@10 0.784 -> 0.788, shown precision
+  0.741 -> 0.748; a question holding "eval" lost a result by meaning; 4 cost questions 0.729 -> 0.687).
 Nothing else: a reply may hold one result, or none, and `total` says how many earned a place.
 
 The order: items that match the words first (TIER), each by KEYWORD_WEIGHT x its keyword score (BM25) as a
@@ -66,6 +69,7 @@ CANDIDATES = 50  # nearest by meaning considered
 MEANING_Z = 2.0  # a match by meaning alone stands this many standard deviations above the mean similarity
 MEANING_FLOOR = 0.15  # ... and has at least this cosine similarity
 MISSING_FLOOR = 0.45  # ... or this, when the query names what no item holds (_names_the_absent)
+ABSENT_OF = 3  # ... as a query of this many words or fewer does when one of them is in no item
 WORDS_MATCHED_Z = 0.5  # ... more when some items match the words
 NEAR_TOP = 0.85  # ... and at least this share of the nearest item's
 NEAR_TOP_ALONE = 0.7  # ... when no item matches the words
@@ -170,8 +174,9 @@ def _fed_back(qvec: np.ndarray, feedback: list[np.ndarray]) -> np.ndarray:
 
 def _names_the_absent(words: Words) -> bool:
     """Whether the query names something no item is about: two of its words are in no item, or one of a query
-    of at most two words ("3d printing"). Then only an item this close in meaning (MISSING_FLOOR) is shown."""
-    return len(words.missing) >= 2 or (bool(words.missing) and len(words.words) <= 2)
+    of at most ABSENT_OF words ("3d printing", "pid controller tuning"). Then only an item this close in
+    meaning (MISSING_FLOOR) is shown."""
+    return len(words.missing) >= 2 or (bool(words.missing) and len(words.words) <= ABSENT_OF)
 
 
 def _standing(similarity: float, mean: float, spread: float) -> float:
