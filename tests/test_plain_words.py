@@ -73,6 +73,20 @@ def test_making_models_smaller_means_model_compression_not_image_compression(cor
     assert glossary.shown(glossary.expand(["make", "models", "smaller"])) == \
         "make models smaller, quantization, model compression"
 
+@pytest.mark.parametrize("meaning", [False, True])
+def test_chat_shorthand_is_also_searched_as_the_word_it_shortens(corpus: Store, meaning: bool) -> None:
+    """No post writes "eval": until 2026-12-05 it was a word no item holds, and "eval of assistants" found
+    nothing by its words. The glossary's plain words say it means evaluation, as "info" information."""
+    services = Services(store=corpus, settings=Settings(), index=index_of(corpus, meaning))
+    found = search(services.index, "eval of assistants", 10)
+    assert [h.item.title.split(":")[0] for h in found.hits] == ["VSAS-Bench", "ToolSandbox"]
+    assert not any(h.by_meaning for h in found.hits) and not found.missing
+    reply = handle(Invocation(text="search eval of assistants", team_id="T1", channel_id="C1", user_id="U1"),
+                   services)
+    assert "Also searched: “eval” as evaluation" in json.dumps(reply.blocks, ensure_ascii=False)
+    assert glossary.shown(glossary.expand(["private", "info"])) == "info, information"
+
+
 def test_a_plain_word_no_post_holds_still_finds_its_post_by_meaning(corpus: Store) -> None:
     found = search(index_of(corpus, True), "help for people who stammer", 5)
     assert [h.item.title for h in found.hits][:1] == \
