@@ -73,6 +73,7 @@ def test_making_models_smaller_means_model_compression_not_image_compression(cor
     assert glossary.shown(glossary.expand(["make", "models", "smaller"])) == \
         "make models smaller, quantization, model compression"
 
+
 @pytest.mark.parametrize("meaning", [False, True])
 def test_chat_shorthand_is_also_searched_as_the_word_it_shortens(corpus: Store, meaning: bool) -> None:
     """No post writes "eval": until 2026-12-05 it was a word no item holds, and "eval of assistants" found

@@ -25,7 +25,8 @@ Who earns a place:
   set's 32 queries about what no post covers, 29 got results before it, 6 with it; bench_quality). One
   word in three is a third of what the query names: with ABSENT_OF at 2, "pid controller tuning" showed a
   post on voice triggers (ABSENT_OF 2 -> 3, on the tuning set: nDCG@10 0.784 -> 0.788, shown precision
-  0.741 -> 0.748; a question holding "eval" lost a result by meaning; 4 cost questions 0.729 -> 0.687).
+  0.741 -> 0.748; a question holding "eval", not yet in the glossary, lost a result by meaning; 4 cost
+  questions 0.729 -> 0.687).
 Nothing else: a reply may hold one result, or none, and `total` says how many earned a place.
 
 The order: items that match the words first (TIER), each by KEYWORD_WEIGHT x its keyword score (BM25) as a
