@@ -51,6 +51,7 @@ class Expansion:
     said: str  # the form the query used
     adds: tuple[tuple[str, ...], ...]  # the other forms, as analyzed terms (each one phrase)
     shown: tuple[str, ...]  # the other forms as written
+    plain: bool = False  # of the `plain` list (everyday words), not an abbreviation's forms
 
 
 @dataclass(frozen=True)
@@ -163,7 +164,7 @@ def _plain(lowered: list[str], added: set[tuple[str, ...]]) -> list[Expansion]:
         said = " ".join(lowered[w] for w in dict.fromkeys(owners[i][1] for i in at))
         shown = tuple(dict.fromkeys(means))
         term = Entry(entry.means[0], entry.means[1:])  # the term it means, as an entry
-        found.append(Expansion(term, said, adds, shown))
+        found.append(Expansion(term, said, adds, shown, plain=True))
     return found
 
 

@@ -175,7 +175,8 @@ def text_query(snapshot: Snapshot, query: Query, expansions: list[glossary.Expan
     """The scoring part of a query (its misspelt words put right by `spelled`): every quoted phrase, and
     `required` of its loose content words (each word matched by its stems, the prefix it was typed as, or a
     glossary form standing for it: the glossary's other forms of an abbreviation or long form the query
-    names, each a phrase, an abbreviation also in the other number, "LLM" finds "LLMs")."""
+    names, each a phrase, an abbreviation also in the other number, "LLM" finds "LLMs"), the words of a
+    glossary term counted once (`_as_terms`)."""
     searcher = snapshot.searcher
     clauses: list[tantivy.Query] = []
     searched: list[str] = []
@@ -183,6 +184,7 @@ def text_query(snapshot: Snapshot, query: Query, expansions: list[glossary.Expan
     loose = _loose(query)
     forms = _glossary_forms(loose, expansions or [])
     paired: list[str | None] = []  # each loose word's one indexed term, in the order typed (None: none)
+    owners: list[str] = []  # the loose word of each clause
     for n, word in enumerate(loose):
         stems = terms(word)
         if not stems:
@@ -205,6 +207,9 @@ def text_query(snapshot: Snapshot, query: Query, expansions: list[glossary.Expan
         parts += [tantivy.Query.boost_query(word_query(t), EXPANSION_BOOST) for t in plural]
         either = [(SHOULD, p) for p in parts]
         clauses.append(parts[0] if len(parts) == 1 else tantivy.Query.boolean_query(either))
+        owners.append(word)
+    known = len(clauses) - len(missing)
+    clauses = _as_terms(owners, clauses, expansions or [])
     musts: list[tantivy.Query] = []
     for phrase in query.phrases:
         words: list[str | tuple[int, str]] = [t for w in phrase for t in terms(w)]
@@ -226,11 +231,33 @@ def text_query(snapshot: Snapshot, query: Query, expansions: list[glossary.Expan
              for a, b in zip(paired, paired[1:], strict=False) if a and b]
     if pairs:  # words found together score more than the same words apart
         text = tantivy.Query.boolean_query([(tantivy.Occur.Must, text), *((SHOULD, p) for p in pairs)])
-    known = len(clauses) - len(missing) + len(musts)
+    known += len(musts)
     some = None
     if len(clauses) + len(musts) > 1 and (need > 1 or musts):
         some = tantivy.Query.boolean_query([(SHOULD, c) for c in [*musts, *clauses]])
     return Words(text, tuple(searched), need, known, tuple(missing), some)
+
+
+def _as_terms(owners: list[str], clauses: list[tantivy.Query], expansions: list[glossary.Expansion]
+              ) -> list[tantivy.Query]:
+    """`clauses` (one per word of `owners`) with the words of each term of the field the query writes in
+    several words (an abbreviation's long form or its two-word name: "language model", "time to first token",
+    "KV cache") joined in one clause that needs them all: a term is one word for the majority (`required`).
+    "can language models tell when they are wrong?" needs "wrong" too, where "language models" alone was two
+    words of three; "graph neural networks" is not matched by "neural networks" alone."""
+    joined: list[list[int]] = []
+    taken: set[int] = set()
+    for expansion in expansions:
+        if expansion.plain:  # everyday words: a plain form may span words that each say something
+            continue
+        said = set(terms(expansion.said))
+        group = [n for n, word in enumerate(owners) if n not in taken and set(terms(word)) & said]
+        if len(group) >= 2:
+            joined.append(group)
+            taken.update(group)
+    whole = [tantivy.Query.boolean_query([(tantivy.Occur.Must, clauses[n]) for n in group])
+             for group in joined]
+    return whole + [clause for n, clause in enumerate(clauses) if n not in taken]
 
 
 def _glossary_forms(
