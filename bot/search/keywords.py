@@ -184,7 +184,6 @@ def text_query(snapshot: Snapshot, query: Query, expansions: list[glossary.Expan
     loose = _loose(query)
     forms = _glossary_forms(loose, expansions or [])
     paired: list[str | None] = []  # each loose word's one indexed term, in the order typed (None: none)
-    owners: list[str] = []  # the loose word of each clause
     for n, word in enumerate(loose):
         stems = terms(word)
         if not stems:
@@ -207,9 +206,8 @@ def text_query(snapshot: Snapshot, query: Query, expansions: list[glossary.Expan
         parts += [tantivy.Query.boost_query(word_query(t), EXPANSION_BOOST) for t in plural]
         either = [(SHOULD, p) for p in parts]
         clauses.append(parts[0] if len(parts) == 1 else tantivy.Query.boolean_query(either))
-        owners.append(word)
-    known = len(clauses) - len(missing)
-    clauses = _as_terms(owners, clauses, expansions or [])
+    known = len(clauses) - len(missing)  # counted before a term's words are joined: each word some item holds
+    clauses = _as_terms(searched, clauses, expansions or [])  # `searched` holds a word per clause so far
     musts: list[tantivy.Query] = []
     for phrase in query.phrases:
         words: list[str | tuple[int, str]] = [t for w in phrase for t in terms(w)]
