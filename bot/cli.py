@@ -465,7 +465,7 @@ def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
         topics = suggest(parse_query(query).content)
         related = f" (e.g. {', '.join(repr(t) for t in topics)})" if topics else ""
         hint = f"{absent}try fewer or broader words or a related topic{related}, or check the spelling"
-        _out(_nothing_found(store, f"no results for {_echo(query)}: {hint}"))
+        _out(_nothing_found(store, f"no results for {_echo(found.searched_for or query)}: {hint}"))
     from bot.blocks import counted, format_authors  # slack_sdk's Block Kit comes with it: not under --json
 
     if hits and found.searched_for:
@@ -515,7 +515,7 @@ def cmd_summarize(settings: Settings, args: argparse.Namespace) -> int:
     if summary.note:
         _err(summary.note)
     found = counted(len(summary.items), "item")
-    _out(f"What Apple ML Research says about {_echo(topic)} ({found}, {span}; {how}):\n")
+    _out(f"What Apple ML Research says about {_echo(summary.about)} ({found}, {span}; {how}):\n")
     _out(summary.text() + "\n")
     for n, item in enumerate(summary.items, 1):
         _out(f"[{n}] {item.title} ({item.published:%Y-%m-%d})\n    {item.link}")

@@ -173,7 +173,7 @@ def _answer(inv: Invocation, services: Services, shared_by: str | None, button: 
     if not button:  # a thread's answer says what was searched for in its own header (Understood.describe)
         return replace(reply, share_value=None)
     if reply.searched_for:  # a misspelt word was searched as typed right: the reply opens by saying so
-        said, opened = views.searched_opening(reply.searched_for)
+        said, opened = views.searched_opening(reply.searched_for, rest)
         reply = replace(reply, text=cut(said + reply.text, FALLBACK_TEXT_LIMIT),
                         blocks=[*opened, *reply.blocks])
     if reply.share_value is None:
@@ -211,7 +211,9 @@ def cmd_search(rest: str, inv: Invocation, services: Services) -> Reply:
             "post)."
         )
     if not hits:
-        return Reply(*views.no_results(rest, found.missing, glossary.suggest(query.content), found.meant))
+        echoed = None if found.searched_for else rest  # else the reply opens with what was searched
+        return Reply(*views.no_results(echoed, found.missing, glossary.suggest(query.content), found.meant),
+                     searched_for=found.searched_for)
     shown = hits[:SEARCH_RESULTS]
     summaries = " ".join(h.item.summary for h in shown)
     # the words that decided the search are in bold, not the filler around them ("what has apple published
@@ -221,7 +223,8 @@ def cmd_search(rest: str, inv: Invocation, services: Services) -> Reply:
     forms = content(parse_query(found.expanded).terms) if found.expanded else []
     matcher = matcher_for_text(summaries, [*forms, *typed.content],
                                prefix_last=typed.last_is_prefix and not found.searched_for)
-    reply = views.search_reply(rest, shown, matcher, found.total, expanded=found.expanded, note=found.note)
+    echoed = None if found.searched_for else rest  # else the reply opens with what was searched
+    reply = views.search_reply(echoed, shown, matcher, found.total, expanded=found.expanded, note=found.note)
     return _shareable(reply, found.searched_for)
 
 

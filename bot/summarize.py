@@ -63,6 +63,11 @@ class Summary:
     note: str | None = None  # what the search said beside its results (bot.search.index.Found.note)
 
     @property
+    def about(self) -> str:
+        """The topic as searched: typed right when a misspelt word was searched as another."""
+        return self.searched_for or self.topic
+
+    @property
     def first_day(self) -> date:
         return min(item.published for item in self.items).date()
 

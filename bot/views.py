@@ -168,21 +168,24 @@ BY_MEANING = "related by meaning: it does not use your words"
 BY_MEANING_SOME = "related by meaning: it holds only some of your words"
 
 
-def searched_opening(searched_for: str | None) -> tuple[str, Blocks]:
-    """A reply's opening when a misspelt word was searched as another: its text ("" when none) and blocks.
-    `commands` opens a command's reply with it; an answer in a thread says it in its own header instead."""
+def searched_opening(searched_for: str | None, typed: str | None = None) -> tuple[str, Blocks]:
+    """A reply's opening when a misspelt word was searched as another: its text ("" when none) and blocks,
+    naming the words `typed` too ("Searched for “captioning” (you typed “captoning”)"), so the reply under
+    it need not echo them. `commands` opens a command's reply with it; an answer in a thread says it in its
+    own header instead."""
     if not searched_for:
         return "", []
-    said = f"Searched for {quoted(searched_for)}"
+    said = f"Searched for {quoted(searched_for)}" + (f" (you typed {quoted(typed)})" if typed else "")
     return f"{said}. ", [context(said)]
 
 
 def search_reply(
-    text: str, hits: Sequence[SearchHit], matcher: WordMatcher, total: int, expanded: str | None = None,
-    note: str | None = None,
+    text: str | None, hits: Sequence[SearchHit], matcher: WordMatcher, total: int,
+    expanded: str | None = None, note: str | None = None,
 ) -> tuple[str, Blocks]:
-    """The results that earned a place (bot.search.hybrid): how many there are, the best of them, each one
-    found by meaning alone marked as such."""
+    """The results that earned a place (bot.search.hybrid): how many there are ("for" the query `text`; None
+    when the reply opens with what was searched, `searched_opening`), the best of them, each one found by
+    meaning alone marked as such."""
     if not hits:
         return no_results(text)
     total = max(total, len(hits))
@@ -192,7 +195,7 @@ def search_reply(
         blocks.append(context(f"Also searched: {escape(cut(also, 300))}"))
     if note:
         blocks.append(context(escape(note)))
-    count = f"{counted(total, 'result')} for {quoted(text)}"
+    count = counted(total, "result") + (f" for {quoted(text)}" if text is not None else "")
     blocks.append(context(count + (f" · the best {len(hits)}" if total > len(hits) else "")))
     for hit in hits:
         blocks += item_blocks(hit.item, highlighted_snippet(hit.item.summary, matcher, 300))
@@ -234,16 +237,17 @@ def related_reply(item: Item, related: Sequence[Any]) -> tuple[str, Blocks]:
     return f"Related to {escape(cut(item.title, 100))}: {titles}", blocks
 
 
-def no_results(text: str, missing: Sequence[str] = (), topics: Sequence[str] = (),
+def no_results(text: str | None, missing: Sequence[str] = (), topics: Sequence[str] = (),
                meant: Sequence[tuple[str, str]] = ()) -> tuple[str, Blocks]:
-    """Nothing earned a place: one line saying so (which words no item holds, which quoted phrase was most
-    likely meant), and what to try."""
+    """Nothing earned a place: one line saying so ("for" the query `text`; None when the reply opens with what
+    was searched), which words no item holds, which quoted phrase was most likely meant, and what to try."""
     absent = f" No item holds {', '.join(quoted(w, 40) for w in missing[:3])}." if missing else ""
     absent += "".join(f" No item says {quoted(typed, 60)}: did you mean {quoted(right, 60)}?"
                       for typed, right in meant[:2])
     related = ", ".join(f"`{escape(cut(t, 60))}`" for t in topics[:2]) or "`vision`, `privacy`, `speech`"
+    echoed = f" for {quoted(text)}" if text is not None else ""
     message = (
-        f"No results for {quoted(text)}.{absent} Try fewer or broader words, or a related topic (e.g. "
+        f"No results{echoed}.{absent} Try fewer or broader words, or a related topic (e.g. "
         f"{related}), check the spelling, drop a since:, type: or author: filter, or see `{COMMAND} latest`."
     )
     return one_line(message)
@@ -273,12 +277,12 @@ def summary_reply(summary: Summary) -> tuple[str, Blocks]:
         else f"written by {escape(cut(summary.model or 'a language model', 60))} from these items only"
     )
     blocks: Blocks = [context(escape(summary.note))] if summary.note else []
-    blocks.append(section(f"*What Apple ML Research says about {quoted(summary.topic)}*"))
+    blocks.append(section(f"*What Apple ML Research says about {quoted(summary.about)}*"))
     for bullet in summary.bullets:
         sources = "; ".join(citation(summary.items[n - 1]) for n in bullet.sources)
         blocks.append(section(f"• {escape(bullet.text)}\n      ↳ {sources}"))
     blocks.append(context(f"{counted(len(summary.items), 'item')}, {span} · {how}"))
-    text = f"What Apple ML Research says about {quoted(summary.topic)}: " + " ".join(
+    text = f"What Apple ML Research says about {quoted(summary.about)}: " + " ".join(
         escape(b.text) for b in summary.bullets
     )
     return cut(text, 3000), blocks

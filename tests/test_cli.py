@@ -226,7 +226,7 @@ def test_a_summary_of_a_misspelt_topic_says_what_it_searched_for(cwd):
     proc = run(cwd, "summarize", "captoning")
     assert proc.returncode == 0
     assert proc.stdout.startswith("searched for 'captioning'\n"
-                                  "What Apple ML Research says about 'captoning' (")
+                                  "What Apple ML Research says about 'captioning' (")
 
 
 def test_a_misspelt_quoted_phrase_finds_nothing_and_says_what_was_meant(cwd):

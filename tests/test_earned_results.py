@@ -5,6 +5,7 @@ On both stores, with the 72 real posts and with the feed's items."""
 
 from __future__ import annotations
 
+import json
 import random
 import re
 import string
@@ -340,11 +341,32 @@ def test_a_summary_of_a_misspelt_topic_says_what_it_searched_for(corpus: Store) 
                       services)
 
     typo = summarize("speech recogniton")
-    assert typo.text.startswith("Searched for “speech recognition”. What Apple ML Research says about "
-                                "“speech recogniton”:"), typo.text
-    assert typo.blocks[0]["elements"][0]["text"] == "Searched for “speech recognition”"
+    assert typo.text.startswith("Searched for “speech recognition” (you typed “speech recogniton”). "
+                                "What Apple ML Research says about “speech recognition”:"), typo.text
+    assert typo.blocks[0]["elements"][0]["text"] == \
+        "Searched for “speech recognition” (you typed “speech recogniton”)"
     right = summarize("speech recognition").text
     assert not right.startswith("Searched for") and right.split(": ", 1)[1] == typo.text.split(": ", 1)[1]
+
+
+@pytest.mark.parametrize(("command", "misspelt", "under"), [
+    ("search captoning type:paper", "captoning", "4 results"),
+    ("search speech recogniton zqxvw", "recogniton", "No results. No item holds “zqxvw”."),
+    ("summarize speech recogniton", "recogniton", "What Apple ML Research says about “speech recognition”"),
+])
+def test_a_corrected_reply_names_the_words_typed_once_and_then_speaks_of_the_words_searched(
+        corpus: Store, command: str, misspelt: str, under: str) -> None:
+    """The reply opened "Searched for “captioning”", then counted "4 results for “captoning type:paper”" (a
+    summary: "What Apple ML Research says about “speech recogniton”"), as if the typo had been searched after
+    all. Now the opening names both, once, and nothing under it echoes the typo."""
+    typed = command.split(" ", 1)[1]
+    reply = handle(Invocation(text=command, team_id="T1", channel_id="C1", user_id="U1"),
+                   Services(store=corpus, settings=Settings(), index=hybrid(corpus)))
+    opening = reply.blocks[0]["elements"][0]["text"]
+    assert opening.startswith("Searched for “") and opening.endswith(f" (you typed “{typed}”)"), opening
+    assert reply.text.startswith(opening + ". ") and reply.text.count(misspelt) == 1, reply.text
+    shown = json.dumps([b for b in reply.blocks[1:] if b["type"] != "actions"], ensure_ascii=False)
+    assert under in shown and misspelt not in shown, shown  # (Share in channel re-runs the command as typed)
 
 
 def test_a_question_is_ranked_by_its_topic_not_its_question_words(corpus: Store) -> None:
