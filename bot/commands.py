@@ -210,8 +210,8 @@ def cmd_search(rest: str, inv: Invocation, services: Services) -> Reply:
             "it now, run `mlresearch-bot poll` (the newest items) or `mlresearch-bot backfill` (every past "
             "post)."
         )
+    echoed = None if found.searched_for else rest  # else the reply opens with what was searched, and typed
     if not hits:
-        echoed = None if found.searched_for else rest  # else the reply opens with what was searched
         return Reply(*views.no_results(echoed, found.missing, glossary.suggest(query.content), found.meant),
                      searched_for=found.searched_for)
     shown = hits[:SEARCH_RESULTS]
@@ -223,7 +223,6 @@ def cmd_search(rest: str, inv: Invocation, services: Services) -> Reply:
     forms = content(parse_query(found.expanded).terms) if found.expanded else []
     matcher = matcher_for_text(summaries, [*forms, *typed.content],
                                prefix_last=typed.last_is_prefix and not found.searched_for)
-    echoed = None if found.searched_for else rest  # else the reply opens with what was searched
     reply = views.search_reply(echoed, shown, matcher, found.total, expanded=found.expanded, note=found.note)
     return _shareable(reply, found.searched_for)
 
