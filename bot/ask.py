@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 from datetime import date, timedelta
 from typing import Any
 
-from bot.blocks import escape
+from bot.blocks import corrected, escape
 from bot.search import glossary
 from bot.search.query import MAX_QUERY_CHARS, MAX_TERMS
 from bot.search.words import FILLER, GREETINGS
@@ -127,7 +127,7 @@ class Understood:
             verb = "Summarized" if self.action == "summarize" else "Searched for"
             topic = f"“{escape(self.topic)}”" if self.words else "everything"
             if searched_for and self.words:
-                topic = f"“{escape(searched_for)}” (you typed {topic})"
+                topic = corrected(f"“{escape(searched_for)}”", topic)
             said = f"{verb} {topic}"
             span = _span(self.since, self.until)
             if span:

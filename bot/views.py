@@ -18,6 +18,7 @@ from bot.blocks import (
     KIND_LABEL,
     RELATED_ACTION_ID,
     SAVE_ACTION_ID,
+    corrected,
     counted,
     cut,
     day,
@@ -175,7 +176,7 @@ def searched_opening(searched_for: str | None, typed: str | None = None) -> tupl
     own header instead."""
     if not searched_for:
         return "", []
-    said = f"Searched for {quoted(searched_for)}" + (f" (you typed {quoted(typed)})" if typed else "")
+    said = f"Searched for {corrected(quoted(searched_for), quoted(typed)) if typed else quoted(searched_for)}"
     return f"{said}. ", [context(said)]
 
 
