@@ -72,7 +72,10 @@ _RESEARCH_PROSE = """
     proposes provide provides providing range recent recently result results show showed shown shows
     significant significantly simple specifically step strong study studies various wide work works write
 """
-_GENERAL = frozenset(_COMMON.split()) | frozenset(_RESEARCH_PROSE.split())
+# ... and the publisher's name: every item of this archive is Apple's, so "Apple" never says why two are alike
+# (it was the word most often named as shared on the 72 real posts: 60 of 360 related items).
+_PUBLISHER = frozenset({"apple"})
+_GENERAL = frozenset(_COMMON.split()) | frozenset(_RESEARCH_PROSE.split()) | _PUBLISHER
 _WORD = re.compile(r"[^\W_][\w'-]*[^\W_]|[^\W_]")
 _SLACK_LINK = re.compile(r"^<([^|>]+)(?:\|[^>]*)?>$")
 
