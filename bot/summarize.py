@@ -44,6 +44,10 @@ _ABBREVIATIONS = ("e.g.", "i.e.", "et al.", "etc.", "vs.", "fig.", "eq.", "appro
 _BOUNDARY = re.compile(r"(?<=[.!?])[\"”’)]?\s+(?=[\"“(\[]?[A-Z0-9])")
 _CITATION = re.compile(r"\[(\d+(?:\s*[,;]\s*\d+)*)\]")
 _BULLET = re.compile(r"^\s*(?:[-*•·]|\d{1,2}[.)])\s+")
+# A sentence about who the text is for, not about its subject: "It is aimed primarily at readers who know
+# something of machine learning but less about speech recognition." names the topic and says nothing of it.
+# ("screen readers" are a subject.)
+_FOR_THE_READER = re.compile(r"\b(?<!screen )(?:readers?|audiences?)\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -134,11 +138,12 @@ def sentences(text: str) -> list[str]:
 def extractive(
     items: list[Item], terms: list[str], prefix_last: bool, limit: int = MAX_BULLETS
 ) -> list[Bullet]:
-    """One quoted sentence per item (the one holding most topic words, earlier items and sentences first),
-    citing the item by its 1-based position in `items`."""
+    """One quoted sentence per item (the one holding most topic words, earlier items and sentences first;
+    never one about the text's readers), citing the item by its 1-based position in `items`."""
     candidates: list[tuple[float, int, int, str]] = []
     for rank, item in enumerate(items):
-        found = [s for s in sentences(item.summary) if len(s) <= MAX_BULLET_CHARS]
+        found = [s for s in sentences(item.summary)
+                 if len(s) <= MAX_BULLET_CHARS and not _FOR_THE_READER.search(s)]
         if not found:
             continue
         vocabulary = set(words(" ".join(found)))

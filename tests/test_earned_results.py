@@ -341,6 +341,16 @@ def test_a_summary_quotes_only_sentences_about_the_topic(corpus: Store) -> None:
         assert "aligns with our focus" not in bullet.text
 
 
+def test_a_summary_never_quotes_a_sentence_about_the_texts_readers(corpus: Store) -> None:
+    """The Hey Siri post says "It is aimed primarily at readers who know something of machine learning but
+    less about speech recognition.": it names the topic and says nothing of it."""
+    summary = Summarizer().summarize(hybrid(corpus), "speech recognition")
+    assert summary is not None and len(summary.bullets) >= 3, summary
+    for bullet in summary.bullets:
+        assert "readers" not in bullet.text, bullet.text
+        assert re.search(r"\bspeech recognition\b", bullet.text, re.IGNORECASE), bullet.text
+
+
 def test_a_summary_of_a_misspelt_topic_says_what_it_searched_for(corpus: Store) -> None:
     """As search does: the summary is of the topic typed right, and the reply says so."""
     services = Services(store=corpus, settings=Settings(), index=hybrid(corpus))
