@@ -47,7 +47,7 @@ _BULLET = re.compile(r"^\s*(?:[-*•·]|\d{1,2}[.)])\s+")
 # A sentence about who the text is for, not about its subject: "It is aimed primarily at readers who know
 # something of machine learning but less about speech recognition." names the topic and says nothing of it.
 # ("screen readers" are a subject.)
-_FOR_THE_READER = re.compile(r"\b(?<!screen )(?:readers?|audiences?)\b", re.IGNORECASE)
+_FOR_THE_READER = re.compile(r"\b(?<!screen[ -])(?:readers?|audiences?)\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)

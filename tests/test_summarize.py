@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -14,8 +15,9 @@ import pytest
 from bot import cli
 from bot.commands import Invocation, Services, handle
 from bot.config import Settings
+from bot.models import Item
 from bot.search.index import SearchIndex
-from bot.summarize import Summarizer, parse_bullets, retrieve, sentences
+from bot.summarize import Summarizer, extractive, parse_bullets, retrieve, sentences
 from tests.fakes.archive import filled_store
 from tests.fakes.openai_api import FakeOpenAI
 
@@ -55,6 +57,29 @@ def test_extractive_prefers_sentences_holding_the_topic(index: SearchIndex) -> N
     summary = Summarizer().summarize(index, "diffusion")
     assert summary is not None
     assert all("diffusion" in b.text.lower() for b in summary.bullets)
+
+
+def test_extractive_leaves_out_sentences_about_the_readers_but_not_about_screen_readers() -> None:
+    """A sentence about who the text is for names the topic and says nothing of it; a screen reader is a
+    subject (the regex's exception)."""
+    def item(n: int, summary: str) -> Item:
+        link = f"https://machinelearning.apple.com/research/readers-{n}"
+        return Item(id=link, guid=link, title=f"Post {n}", link=link, summary=summary,
+                    published=datetime(2026, 5, n, tzinfo=UTC), kind="research")
+
+    items = [
+        item(1, "This post is aimed at readers new to VoiceOver and accessibility. We study how people "
+                "navigate long documents."),
+        item(2, "Audiences who know little of accessibility will find the first part easiest. Screen readers "
+                "such as VoiceOver read each figure's alt text aloud, which is how accessibility starts."),
+        item(3, "We built a screen-reader mode for charts that improves accessibility for blind users."),
+    ]
+    bullets = extractive(items, ["accessibility"], prefix_last=False)
+    assert [b.text for b in bullets] == [
+        "Screen readers such as VoiceOver read each figure's alt text aloud, which is how accessibility "
+        "starts.",
+        "We built a screen-reader mode for charts that improves accessibility for blind users.",
+    ]
 
 
 def test_a_topic_matching_nothing_is_none(index: SearchIndex) -> None:
