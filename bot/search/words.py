@@ -31,7 +31,7 @@ STOPWORDS = frozenset(_STOP.split())
 # Question words, filler, words that every item of the archive shares, and time words (the date filters a
 # question's time phrase becomes are bot.ask's business: here they are only kept out of the ranking).
 _FILLER = """
-a about abt all am an and any anybody anyone anything appear appeared apple apples are around articles as ask
+a about abt all am an and any anybody anyone anything appear appeared are around articles as ask
 asking at be been being blog blogs by came can come comes coming concerning could curious did do does doing
 done find for from get give got had has have help how i i'd i'm id im in interested into is it
 it's its know lately like list look looking lookup may me mention mentions might more most my need needs new
@@ -54,7 +54,10 @@ don doesn didn isn aren wasn weren haven hasn hadn won wouldn shouldn couldn
 # meant as typed ("hey siri", "apple privacy").
 MIN_FILLER_WORDS = 3
 GREETINGS = frozenset({"hey", "hi", "hello", "yo", "hiya"})  # dropped as a question's first word only
-FILLER = STOPWORDS | frozenset(_FILLER.split())
+# The publisher's name: every item of this archive is Apple's, so it never says what a query, or two related
+# items, are about.
+PUBLISHER = frozenset({"apple", "apples"})
+FILLER = STOPWORDS | frozenset(_FILLER.split()) | PUBLISHER
 # Names of Apple's platforms, devices and features, as people type them in Slack (lower case): words as
 # written, like English ones, though no dictionary holds them ("memoji" is no typo of "memory", nor
 # "visionos" of "vision").
