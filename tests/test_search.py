@@ -300,6 +300,24 @@ def test_dates_alone_list_the_items_of_that_span_newest_first(store):
     assert slugs(search(store, "since:2026-01-05")) == ["d9", "d7", "d5"]
 
 
+
+def test_a_days_items_are_listed_in_the_feeds_order_as_latest_lists_them(archive):
+    """The archive's feed has four items of 2026-05-08: a search of a date span lists them as `latest` does,
+    in the feed's own order (until 2026-12-06 a search listed them by link)."""
+    in_feed = [i.id for i in reversed(ARCHIVE) if i.published.date().isoformat() == "2026-05-08"]
+    assert len(in_feed) == 4 and in_feed != sorted(in_feed)  # the feed's order is not the links' order
+    assert [i.id for i in archive.latest(20) if i.id in in_feed] == in_feed
+    assert [h.item.id for h in search(archive, "since:2026-05-08 until:2026-05-08")] == in_feed
+
+
+def test_equal_scores_of_one_day_list_the_last_to_arrive_first(store):
+    store.add_items([make("a-first", "Identical title", "identical words")])
+    store.add_items([make("b-second", "Identical title", "identical words")])
+    assert slugs(search(store, "identical")) == ["b-second", "a-first"]
+    assert [i.title for i in store.latest(2)] == ["Identical title"] * 2
+    assert [i.id.rsplit("/", 1)[1] for i in store.latest(2)] == ["b-second", "a-first"]
+
+
 def test_a_change_by_another_process_is_found_by_the_next_search(database_url):
     """The index is rebuilt when the database's change marker moved, whoever changed the items."""
     mine, other = open_store(database_url), open_store(database_url)

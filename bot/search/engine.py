@@ -9,7 +9,8 @@ query's best hits (`ranked_hits`).
 Indexed: title (weighted TITLE_BOOST), summary and authors (AUTHORS_BOOST), all analyzed by
 bot.search.analysis (English stemming; the words it keeps apart written as their terms first), with positions
 (phrases); the kind and the publication date as fields (filters). Equal scores are ordered newest first,
-then by id, so both stores give the same order.
+then as `latest` lists a day's items (the last to arrive first: the feed's own order), so both stores, a
+search of a date span and `latest` give the same order.
 
 Memory: tantivy holds the indexed text; Python holds only an Entry per item (what ranking and filters ask of
 every candidate). The items a search returns are read from the database (`hits_of`, one query), so the
@@ -49,6 +50,7 @@ class Entry(NamedTuple):
     kind: str  # as `_kind` gives it
     digest: str  # of the text its vector is computed from (`item_text`)
     written: int  # a hash of the whole row: a write that changed nothing is not indexed again
+    arrived: int  # the row's pk: the order items arrived in, which orders a day's items (`listed`)
 
 
 @dataclass(frozen=True)
@@ -81,7 +83,19 @@ def digest(text: str) -> str:
 
 
 def _entry(row: dict[str, Any]) -> Entry:
-    return Entry(row["published"], _kind(row), digest(item_text(row["title"], row["summary"])), _hash(row))
+    return Entry(row["published"], _kind(row), digest(item_text(row["title"], row["summary"])), _hash(row),
+                 int(row["pk"]))
+
+
+def listed(snapshot: Snapshot, ranked: Iterable[tuple[float, str, str]]) -> list[tuple[float, str, str]]:
+    """(score, published, id) in the order results are listed: best first, then newest, then the last to
+    arrive, as `Store.latest` lists a day's items (the feed's order: a poll stores its oldest item first)."""
+    entries = snapshot.entries
+
+    def place(hit: tuple[float, str, str]) -> tuple[float, str, int]:
+        return hit[0], hit[1], entries[hit[2]].arrived if hit[2] in entries else -1
+
+    return sorted(ranked, key=place, reverse=True)
 
 
 def _hash(row: dict[str, Any]) -> int:
@@ -212,8 +226,8 @@ def keyword_scores(
 def ranked_hits(
     snapshot: Snapshot, query: tantivy.Query, limit: int, store: Store
 ) -> tuple[list[SearchHit], int]:
-    """The best `limit` hits (score, then newest, then id) and how many match. Hits tied with the last place
-    are all read, so the order never depends on how tantivy breaks ties."""
+    """The best `limit` hits (in `listed` order) and how many match. Hits tied with the last place are all
+    read, so the order never depends on how tantivy breaks ties."""
     searcher = snapshot.searcher
     hits, matched = _with_ties(searcher, query, limit)
     # (score, published, id): published as the row's ISO-8601 UTC text, which sorts as the time does; only
@@ -221,16 +235,14 @@ def ranked_hits(
     ranked: list[tuple[float, str, str]] = []
     for (score, _), key in zip(hits, ids_of(snapshot, [a for _, a in hits]), strict=True):
         ranked.append((round(float(score), 6), snapshot.entries[key].published, key))
-    ranked.sort(key=lambda hit: hit[2])
-    ranked.sort(key=lambda hit: hit[:2], reverse=True)
-    return hits_of(store, ranked[:limit]), matched
+    return hits_of(store, listed(snapshot, ranked)[:limit]), matched
 
 
 def newest_hits(
     snapshot: Snapshot, query: tantivy.Query, limit: int, store: Store
 ) -> tuple[list[SearchHit], int]:
-    """The newest `limit` items `query` (filters only, no words) selects, newest first, then by id, and how
-    many it selects: read in tantivy's order of the publication date, so a search of a date span reads `limit`
+    """The newest `limit` items `query` (filters only, no words) selects, in `listed` order, and how many it
+    selects: read in tantivy's order of the publication date, so a search of a date span reads `limit`
     hits, not every item of the span."""
     searcher = snapshot.searcher
     entries = snapshot.entries
@@ -243,9 +255,7 @@ def newest_hits(
         if len(keys) < wanted or days[-1] != days[limit - 1]:
             break
         wanted *= 4
-    ranked = sorted(((0.0, day, k) for k, day in zip(keys, days, strict=True) if k in entries),
-                    key=lambda hit: hit[2])
-    ranked.sort(key=lambda hit: hit[1], reverse=True)
+    ranked = listed(snapshot, ((0.0, day, k) for k, day in zip(keys, days, strict=True) if k in entries))
     return hits_of(store, ranked[:limit]), _count(found)
 
 

@@ -34,8 +34,8 @@ share of the best keyword hit's, plus the rest x how far its similarity stands o
 clipped to [0, 1]): a measure of this query against this archive, not against the nearest item, so a rare
 word's one item keeps its lead. Then items close in meaning alone, by the same measure plus SOME_WEIGHT x
 their keyword score for any of the words (a share of the best such score), so of two items as close, the one
-holding some of the words comes first. Equal scores are ordered newest first, then by id, as keyword search
-orders them.
+holding some of the words comes first. Equal scores are ordered as keyword search orders them
+(`engine.listed`: newest first, then as `latest` lists a day's items).
 
 The constants were tuned on tests/data/judged_queries.json only (155 queries; the 65 written on 2026-12-04
 by people who saw no ranking are why the caps and SOME_* exist, the 32 about what no post covers why
@@ -55,7 +55,7 @@ import tantivy
 from bot.models import SearchHit
 from bot.search import glossary
 from bot.search.embed import unit
-from bot.search.engine import Snapshot, hits_of, ids_of, keyword_scores
+from bot.search.engine import Snapshot, hits_of, ids_of, keyword_scores, listed
 from bot.search.keywords import Words, combined, filter_clauses
 from bot.search.query import Query
 from bot.store import Store
@@ -139,15 +139,13 @@ def rank(model: Embedder, snapshot: Snapshot, vectors: Vectors, query: Query,
         scores[item_id] = (1 - KEYWORD_WEIGHT) * _standing(similarity, mean, spread) + SOME_WEIGHT * share
         by_meaning.add(item_id)
     entries = snapshot.entries
-    closest = sorted(by_meaning)  # in the order hits are listed: best, then newest, then by id
-    closest.sort(key=lambda i: (round(scores[i], 6), entries[i].published if i in entries else ""),
-                 reverse=True)
-    for item_id in closest[MOST_BY_MEANING_MATCHED if keyword_hits else MOST_BY_MEANING:]:
+    closest = listed(snapshot, ((round(scores[i], 6), entries[i].published, i)
+                                for i in by_meaning if i in entries))
+    for _, _, item_id in closest[MOST_BY_MEANING_MATCHED if keyword_hits else MOST_BY_MEANING:]:
         del scores[item_id]
         by_meaning.discard(item_id)
-    ranked = sorted(((round(score, 6), entries[i].published, i) for i, score in scores.items()
-                     if i in entries), key=lambda h: h[2])
-    ranked.sort(key=lambda h: h[:2], reverse=True)
+    ranked = listed(snapshot, ((round(score, 6), entries[i].published, i) for i, score in scores.items()
+                               if i in entries))
     hits = [replace(hit, by_meaning=True) if hit.item.id in by_meaning else hit
             for hit in hits_of(store, ranked[:limit])]
     return Ranked(hits, max(matched, len(keyword_hits)) + len(by_meaning))
