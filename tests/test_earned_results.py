@@ -20,7 +20,7 @@ from bot.models import Item
 from bot.search import hybrid as blend
 from bot.search import keywords
 from bot.search.embed import StaticModel
-from bot.search.index import UNCLOSED_NOTE, SearchIndex
+from bot.search.index import UNCLOSED_NOTE, SearchIndex, absent
 from bot.search.query import parse_query, search
 from bot.search.related import find_item, related
 from bot.store import Store
@@ -458,6 +458,26 @@ def test_a_summary_of_a_topic_with_a_quote_left_open_says_so(corpus: Store) -> N
     unknown = Invocation(text='summarize "zzqx qqvy', team_id="T1", channel_id="C1", user_id="U1")
     nothing = handle(unknown, Services(store=corpus, settings=Settings(), index=hybrid(corpus)))
     assert nothing.text.startswith("Nothing in the archive is about “zzqx qqvy”"), nothing.text
+
+
+def test_results_found_without_a_word_no_item_holds_say_so(corpus: Store) -> None:
+    """Two of three words are a clear majority, so "topological data analysis" lists items saying "data" and
+    "analysis"; until 2026-12-06 nothing said that none says "topological", and a summary claimed to say what
+    Apple's research says about it. Now one line says so, in a search, a summary and a question's answer."""
+    said = "No item holds “topological”: these were found without it."
+    found = search(hybrid(corpus), "topological data analysis", 5)
+    assert found.hits and found.missing == ("topological",) and found.note == said
+    assert not any(holds(hit.item, r"topolog") for hit in found.hits)
+    assert search(hybrid(corpus), "data analysis", 5).note is None  # every word is held: nothing to say
+    services = Services(store=corpus, settings=Settings(), index=hybrid(corpus))
+    for text in ("search topological data analysis", "summarize topological data analysis"):
+        reply = handle(Invocation(text=text, team_id="T1", channel_id="C1", user_id="U1"), services)
+        lines = [e["text"] for b in reply.blocks if b["type"] == "context" for e in b["elements"]]
+        assert lines.count(said) == 1, (text, lines)
+    summary = Summarizer().summarize(hybrid(corpus), "topological data analysis")
+    assert summary is not None and summary.note == said
+    assert absent(("quokka", "wombat")) == "No item holds “quokka” or “wombat”: these were found without them."
+    assert search(hybrid(corpus), "quokka wombat", 5).note is None  # nothing found: the usual one line
 
 
 @pytest.mark.parametrize("command", ["subscribe", "follow"])

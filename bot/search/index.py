@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -60,7 +60,7 @@ class Found:
     searched_for: str | None = None
     expanded: str | None = None  # the glossary forms searched too: "LLM, large language model"
     note: str | None = None  # why these results match words only (search by meaning unavailable), or that
-    # a long query was cut, or that a quote mark was left open
+    # a long query was cut, or that a quote mark was left open, or which words no result holds (`absent`)
     total: int = 0  # how many items earned a place (hits are the best `limit` of them)
     missing: tuple[str, ...] = ()  # words of the query that no item holds
     meant: tuple[tuple[str, str], ...] = ()  # when nothing was found: (a quoted phrase, as search would spell
@@ -260,6 +260,8 @@ class SearchIndex:
 
     def _search(self, snapshot: Snapshot, query: Query, limit: int, store: Store | None) -> Found:
         found = self._ranked(snapshot, query, limit, store)
+        if found.hits and found.missing:
+            return replace(found, note=_notes(found.note, absent(found.missing)))
         if found.hits or not query.phrases:
             return found
         # Quotes mean the phrase as typed, so a misspelt one is searched as typed (and found nowhere); the
@@ -304,6 +306,14 @@ class SearchIndex:
             hits, total = ranked_hits(snapshot, keyword, limit, reader)
             return Found(hits, searched_for, expanded, _notes(note, told), total, words.missing)
         return Found(ranked.hits, searched_for, expanded, told, ranked.total, words.missing)
+
+
+def absent(missing: Sequence[str]) -> str:
+    """Said beside results when words of the query are in no item, so nobody takes them for results about
+    those words: "No item holds “topological”: these were found without it." (one line)."""
+    named = [f"“{word[:40]}”" for word in missing[:3]]
+    said = named[0] if len(named) == 1 else f"{', '.join(named[:-1])} or {named[-1]}"
+    return f"No item holds {said}: these were found without {'it' if len(missing) == 1 else 'them'}."
 
 
 def _notes(*notes: str | None) -> str | None:
