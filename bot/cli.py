@@ -448,7 +448,8 @@ def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
 
     store = open_archive(settings)
     query = " ".join(args.query)
-    found = search(SearchIndex(store, model=meaning_model(settings)), query, limit=args.limit)
+    index = SearchIndex(store, model=meaning_model(settings))
+    found = search(index, query, limit=args.limit)
     hits = found.hits
     if args.json:
         _out(_hits_json(hits))
@@ -456,13 +457,12 @@ def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
     if found.note:
         _err(found.note)
     if not hits:
-        from bot.search.glossary import suggest
         from bot.search.query import parse_query
 
         absent = f"no item holds {', '.join(repr(w) for w in found.missing[:3])}; " if found.missing else ""
         absent += "".join(f"no item says {_echo(typed)}: did you mean {_echo(right)}? "
                           for typed, right in found.meant[:2])
-        topics = suggest(parse_query(query).content)
+        topics = index.suggest(parse_query(query).content)
         related = f" (e.g. {', '.join(repr(t) for t in topics)})" if topics else ""
         hint = f"{absent}try fewer or broader words or a related topic{related}, or check the spelling"
         _out(_nothing_found(store, f"no results for {_echo(found.searched_for or query)}: {hint}"))
@@ -501,7 +501,12 @@ def cmd_summarize(settings: Settings, args: argparse.Namespace) -> int:
         if args.json:
             _out(json.dumps({"topic": topic, "summary": None, "items": []}, ensure_ascii=False))
         else:
-            _out(_nothing_found(store, f"nothing in the archive is about {_echo(topic)}: try broader words"))
+            from bot.search.query import parse_query
+
+            topics = index.suggest(parse_query(topic).content)
+            related = f" or a related topic (e.g. {', '.join(repr(t) for t in topics)})" if topics else ""
+            said = f"nothing in the archive is about {_echo(topic)}: try broader words{related}"
+            _out(_nothing_found(store, said))
         return EXIT_OK
     if args.json:
         _out(json.dumps(summary.as_json(), ensure_ascii=False))

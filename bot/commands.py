@@ -25,7 +25,6 @@ from bot.blocks import FALLBACK_TEXT_LIMIT, counted, cut, escape
 from bot.config import Settings
 from bot.errors import SearchError, StoreError
 from bot.models import MAX_WORKSPACE_TOPICS, Subscription
-from bot.search import glossary
 from bot.search.highlight import matcher_for_text
 from bot.search.index import SearchIndex
 from bot.search.keywords import as_spelled
@@ -212,7 +211,8 @@ def cmd_search(rest: str, inv: Invocation, services: Services) -> Reply:
         )
     echoed = None if found.searched_for else rest  # else the reply opens with what was searched, and typed
     if not hits:
-        return Reply(*views.no_results(echoed, found.missing, glossary.suggest(query.content), found.meant),
+        topics = services.index.suggest(query.content, services.store)
+        return Reply(*views.no_results(echoed, found.missing, topics, found.meant),
                      searched_for=found.searched_for)
     shown = hits[:SEARCH_RESULTS]
     summaries = " ".join(h.item.summary for h in shown)
@@ -257,7 +257,8 @@ def cmd_summarize(rest: str, inv: Invocation, services: Services) -> Reply:
     summarizer = services.summarizer if services.summarizer is not None else Summarizer()
     summary = summarizer.summarize(services.index, rest)
     if summary is None:
-        return Reply(*views.no_summary(rest))
+        topics = services.index.suggest(parse_query(rest).content, services.store)
+        return Reply(*views.no_summary(rest, topics))
     return _shareable(views.summary_reply(summary), summary.searched_for)
 
 

@@ -289,10 +289,13 @@ def summary_reply(summary: Summary) -> tuple[str, Blocks]:
     return cut(text, 3000), blocks
 
 
-def no_summary(topic: str) -> tuple[str, Blocks]:
+def no_summary(topic: str, topics: Sequence[str] = ()) -> tuple[str, Blocks]:
+    """Nothing to summarize: one line saying so, and what to try (`topics`: related ones items hold)."""
+    related = ", ".join(f"`{escape(cut(t, 60))}`" for t in topics[:2])
+    also = f" or a related topic (e.g. {related})" if related else ""
     return one_line(
         f"Nothing in the archive is about {quoted(topic)}, so there is nothing to summarize. "
-        f"Try broader words, or `{COMMAND} search` to see what is there."
+        f"Try broader words{also}, or `{COMMAND} search` to see what is there."
     )
 
 

@@ -17,8 +17,8 @@ from bot.commands import Invocation, Reply, Services, handle
 from bot.config import Settings
 from bot.errors import NothingFound, SearchError
 from bot.models import Item
+from bot.search import glossary, keywords
 from bot.search import hybrid as blend
-from bot.search import keywords
 from bot.search.embed import StaticModel
 from bot.search.index import UNCLOSED_NOTE, SearchIndex, absent
 from bot.search.query import parse_query, search
@@ -267,6 +267,37 @@ def test_no_result_suggests_a_related_topic_from_the_glossary(corpus: Store) -> 
     assert reply.text.startswith("No results") and "speech recognition" in reply.text
 
 
+@pytest.mark.parametrize("text", ["search predicting hotel cancellations", "search neural zqxvw",
+                                  "search 5g network slicing"])
+def test_a_suggested_topic_is_one_the_archive_holds(corpus: Store, text: str) -> None:
+    """Of the glossary's 98 topics, 36 are in none of the 72 posts; until 2026-12-06 a reply with nothing
+    could suggest one ("try multi-token prediction" for hotel bookings), whose search then listed only items
+    near it in meaning. Now each suggested topic is one whose search lists items holding its words."""
+    index = hybrid(corpus)
+    query = parse_query(text.removeprefix("search "))
+    reply = handle(Invocation(text=text, team_id="T1", channel_id="C1", user_id="U1"),
+                   Services(store=corpus, settings=Settings(), index=index))
+    assert reply.text.startswith("No results"), reply.text
+    near = glossary.suggest(query.content, limit=glossary.SUGGEST_TRIED)
+    held = [t for t in near if (best := search(index, t, 1).hits) and not best[0].by_meaning]
+    assert set(near) - set(held)  # some near topics are in no item
+    assert index.suggest(query.content) == held[:2]
+    for topic in near:
+        assert (f"`{topic}`" in reply.text) == (topic in held[:2]), (topic, reply.text)
+
+
+def test_a_summary_of_nothing_suggests_a_topic_the_archive_holds(corpus: Store) -> None:
+    """As a search does (until 2026-12-06 it said only "Try broader words")."""
+    services = Services(store=corpus, settings=Settings(), index=hybrid(corpus))
+    asked = handle(Invocation(text="summarize recognition zqxvw", team_id="T1", channel_id="C1",
+                              user_id="U1"), services)
+    assert asked.text.startswith("Nothing in the archive is about “recognition zqxvw”"), asked.text
+    assert "a related topic (e.g. `automatic speech recognition`" in asked.text and "\n" not in asked.text
+    none = handle(Invocation(text="summarize hotel zqxvw", team_id="T1", channel_id="C1", user_id="U1"),
+                  services)
+    assert "Try broader words, or `/mlresearch search`" in none.text, none.text  # no topic near: none offered
+
+
 def test_related_words_that_name_no_item_say_so(store: Store) -> None:
     store.add_items([item for item in corpus_items() if "siri" not in text_of(item).lower()])
     with pytest.raises(NothingFound) as caught:
@@ -476,7 +507,8 @@ def test_results_found_without_a_word_no_item_holds_say_so(corpus: Store) -> Non
         assert lines.count(said) == 1, (text, lines)
     summary = Summarizer().summarize(hybrid(corpus), "topological data analysis")
     assert summary is not None and summary.note == said
-    assert absent(("quokka", "wombat")) == "No item holds “quokka” or “wombat”: these were found without them."
+    two = "No item holds “quokka” or “wombat”: these were found without them."
+    assert absent(("quokka", "wombat")) == two
     assert search(hybrid(corpus), "quokka wombat", 5).note is None  # nothing found: the usual one line
 
 
@@ -500,6 +532,25 @@ def test_nothing_searchable_is_one_line(corpus: Store, text: str) -> None:
     with pytest.raises(SearchError) as caught:
         search(hybrid(corpus), text, 5)
     assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("text, said", [
+    ('"of the" privacy', "“of the” is only common words, so I searched the rest."),
+    ('privacy “the”', "“the” is only common words, so I searched the rest."),
+])
+def test_quotes_that_make_no_phrase_say_so_and_the_rest_is_searched(corpus: Store, text: str, said: str
+                                                                    ) -> None:
+    """A phrase of only common words is one line beside a search of what can be searched (until 2026-12-06
+    it was dropped without a word, so a person could think the phrase had been searched). Empty quotes meant
+    no phrase, and need no line (test_closed_quotes_and_an_author_filter_need_no_note)."""
+    found = search(hybrid(corpus), text, 5)
+    plain = search(hybrid(corpus), "privacy", 5)
+    assert found.note == said and plain.note is None
+    assert [h.item.id for h in found.hits] == [h.item.id for h in plain.hits] != []
+    reply = handle(Invocation(text=f"search {text}", team_id="T1", channel_id="C1", user_id="U1"),
+                   Services(store=corpus, settings=Settings(), index=hybrid(corpus)))
+    assert [e["text"] for b in reply.blocks if b["type"] == "context" for e in b["elements"]].count(said) == 1
+    assert parse_query('"" "of the" privacy "image captioning"').left_out == ("of the",)
 
 
 def test_the_correction_cache_is_bounded(corpus: Store) -> None:

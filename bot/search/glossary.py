@@ -61,6 +61,7 @@ class Plain:
 
 
 PLAIN_GAP = 2  # other terms allowed between two terms of a plain form
+SUGGEST_TRIED = 6  # topics searched at most, when nothing matched, for two to suggest
 
 
 @lru_cache(maxsize=1)
@@ -270,14 +271,27 @@ def also(expanded: str | None, quote: Callable[[str], str]) -> str:
     return "; ".join(f"{quote(said)} as {forms}" for said, _, forms in pairs if forms)
 
 
-def suggest(words: Sequence[str], limit: int = 2) -> list[str]:
+def suggest(words: Sequence[str], limit: int = 2, found: Callable[[str], bool] | None = None) -> list[str]:
     """Topics of the glossary near `words` (an entry one of whose forms shares a term with them), to try when
-    nothing matched: their long forms, as written."""
+    nothing matched: their long forms, as written; given `found` (whether a search of a topic finds
+    anything), only topics it finds, of the first SUGGEST_TRIED near ones, so no suggestion leads to another
+    empty reply."""
     wanted = {t for w in words for t in terms(w)}
-    found: list[str] = []
+    found_topics: list[str] = []
+    tried = 0
     for entry in entries():
-        if any(wanted & set(terms(form)) for form in entry.forms):
-            found += [form for form in (entry.long[0], entry.short) if form.lower() not in words][:1]
-        if len(found) >= limit:
+        if not any(wanted & set(terms(form)) for form in entry.forms):
+            continue
+        topic = next((form for form in (entry.long[0], entry.short) if form.lower() not in words), None)
+        if topic is None:
+            continue
+        if found is not None:
+            if tried >= SUGGEST_TRIED:
+                break
+            tried += 1
+            if not found(topic):
+                continue
+        found_topics.append(topic)
+        if len(found_topics) >= limit:
             break
-    return found
+    return found_topics

@@ -33,7 +33,7 @@ from bot.models import SearchHit
 from bot.search import glossary
 from bot.search.engine import Snapshot, build, newest_hits, ranked_hits
 from bot.search.keywords import as_spelled, combined, filter_clauses, spelled, text_query
-from bot.search.query import MAX_QUERY_CHARS, Query
+from bot.search.query import MAX_QUERY_CHARS, Query, parse_query
 from bot.search.words import STOPWORDS
 from bot.store import Store
 
@@ -258,6 +258,20 @@ class SearchIndex:
                     self._found.popitem(last=False)
         return found
 
+    def suggest(self, words: Sequence[str], store: Store | None = None) -> list[str]:
+        """Topics of the glossary to try when nothing matched `words` (`glossary.suggest`): only those that
+        items hold (a search's best hit matches the topic's words, not its meaning alone), so a suggestion
+        never leads to another empty reply, nor to items only near a topic the archive does not cover."""
+
+        def found(topic: str) -> bool:
+            try:
+                hits = self.search(parse_query(topic), 1, store).hits
+            except SearchError:
+                return False
+            return bool(hits) and not hits[0].by_meaning
+
+        return glossary.suggest(words, found=found)
+
     def _search(self, snapshot: Snapshot, query: Query, limit: int, store: Store | None) -> Found:
         found = self._ranked(snapshot, query, limit, store)
         if found.hits and found.missing:
@@ -284,7 +298,8 @@ class SearchIndex:
         clauses += filter_clauses(query)
         expanded = glossary.shown(expansions)
         dated = query.filters.since or query.filters.until
-        told = _notes(CUT_NOTE if query.cut else None, UNCLOSED_NOTE if query.unclosed else None)
+        told = _notes(CUT_NOTE if query.cut else None, UNCLOSED_NOTE if query.unclosed else None,
+                      *map(left_out, query.left_out))
         if not clauses or (text is None and not query.filters.authors and not dated):
             return Found([], searched_for, expanded, told, 0, words.missing)
         keyword = combined(clauses)
@@ -314,6 +329,12 @@ def absent(missing: Sequence[str]) -> str:
     named = [f"“{word[:40]}”" for word in missing[:3]]
     said = named[0] if len(named) == 1 else f"{', '.join(named[:-1])} or {named[-1]}"
     return f"No item holds {said}: these were found without {'it' if len(missing) == 1 else 'them'}."
+
+
+def left_out(quoted: str) -> str:
+    """Said when a quoted phrase of only common words ("of the"), which decide nothing, was left out and the
+    rest was searched."""
+    return f"“{quoted[:60]}” is only common words, so I searched the rest."
 
 
 def _notes(*notes: str | None) -> str | None:

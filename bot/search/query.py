@@ -63,6 +63,7 @@ class Query:
     content: tuple[str, ...] = ()  # the terms that decide the ranking: without filler (bot.search.words)
     cut: bool = False  # the text was longer than MAX_QUERY_CHARS: its first words were searched
     unclosed: bool = False  # a quote mark was left open: its words were searched loose
+    left_out: tuple[str, ...] = ()  # quoted phrases of only common words ("of the"), searched loose
 
     def __post_init__(self) -> None:
         if not self.content and self.terms:
@@ -99,10 +100,12 @@ def parse_query(text: str, *, every_word: bool = False) -> Query:
     words = [w.lower() for w in _WORD.findall(rest)]
     unique = list(dict.fromkeys(w for w in words if w != "_"))[:MAX_TERMS]
     phrases = []
+    left_out: list[str] = []
     for groups in _PHRASE.findall(rest):
         quoted = tuple(w.lower() for w in _WORD.findall("".join(groups)) if w != "_")
-        if len(quoted) > 1 and all(w in unique for w in quoted) and quoted not in phrases \
-                and not all(w in STOPWORDS for w in quoted):  # "of the" says nothing: its words stay loose
+        if quoted and all(w in STOPWORDS for w in quoted):  # "of the" says nothing: its words stay loose
+            left_out.append(" ".join(quoted))
+        elif len(quoted) > 1 and all(w in unique for w in quoted) and quoted not in phrases:
             phrases.append(quoted)
     unclosed = bool(_QUOTE_MARK.search(_PHRASE.sub(" ", rest)))
     since, until = dates.get("since"), dates.get("until")
@@ -121,7 +124,8 @@ def parse_query(text: str, *, every_word: bool = False) -> Query:
     question = "?" in rest or len(unique) >= MIN_FILLER_WORDS
     worth = content(loose, question)
     kept = tuple(unique) if every_word else tuple(w for w in unique if w in in_phrases or w in worth)
-    return Query(tuple(unique), prefix_last, filters, tuple(phrases[:MAX_TERMS]), typed, kept, cut, unclosed)
+    return Query(tuple(unique), prefix_last, filters, tuple(phrases[:MAX_TERMS]), typed, kept, cut, unclosed,
+                 tuple(dict.fromkeys(left_out)))
 
 
 def without_open_quote(text: str) -> str:
