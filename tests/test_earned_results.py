@@ -496,8 +496,11 @@ def test_results_found_without_a_word_no_item_holds_say_so(corpus: Store) -> Non
     "analysis"; until 2026-12-06 nothing said that none says "topological", and a summary claimed to say what
     Apple's research says about it. Now one line says so, in a search, a summary and a question's answer."""
     said = "No item holds “topological”: these were found without it."
-    found = search(hybrid(corpus), "topological data analysis", 5)
+    index = hybrid(corpus)
+    found = search(index, "topological data analysis", 5)
     assert found.hits and found.missing == ("topological",) and found.note == said
+    again = search(index, "topological data analysis", 5)
+    assert again.note == said and again.hits[0] is found.hits[0]  # the kept answer, and its line
     assert not any(holds(hit.item, r"topolog") for hit in found.hits)
     assert search(hybrid(corpus), "data analysis", 5).note is None  # every word is held: nothing to say
     services = Services(store=corpus, settings=Settings(), index=hybrid(corpus))

@@ -249,14 +249,14 @@ class SearchIndex:
             held = self._found.get((query, limit))
             if held is not None and held[0] is snapshot and held[1] is self._vectors:
                 self._found.move_to_end((query, limit))
-                return replace(held[2], hits=list(held[2].hits))
+                return _told_absent(replace(held[2], hits=list(held[2].hits)))
         found = self._search(snapshot, query, limit, store)
         if found.note is None and self.answers:  # a complete answer: the same for this snapshot and vectors
             with self._lock_found:
                 self._found[(query, limit)] = (snapshot, self._vectors, found)
                 while len(self._found) > self.answers:
                     self._found.popitem(last=False)
-        return found
+        return _told_absent(found)
 
     def suggest(self, words: Sequence[str], store: Store | None = None) -> list[str]:
         """Topics of the glossary to try when nothing matched `words` (`glossary.suggest`): only those that
@@ -274,8 +274,6 @@ class SearchIndex:
 
     def _search(self, snapshot: Snapshot, query: Query, limit: int, store: Store | None) -> Found:
         found = self._ranked(snapshot, query, limit, store)
-        if found.hits and found.missing:
-            return replace(found, note=_notes(found.note, absent(found.missing)))
         if found.hits or not query.phrases:
             return found
         # Quotes mean the phrase as typed, so a misspelt one is searched as typed (and found nowhere); the
@@ -329,6 +327,14 @@ def absent(missing: Sequence[str]) -> str:
     named = [f"“{word[:40]}”" for word in missing[:3]]
     said = named[0] if len(named) == 1 else f"{', '.join(named[:-1])} or {named[-1]}"
     return f"No item holds {said}: these were found without {'it' if len(missing) == 1 else 'them'}."
+
+
+def _told_absent(found: Found) -> Found:
+    """`found` with the `absent` line in its note when it has results and words no item holds (added after
+    the answer cache, which keeps only answers without a note)."""
+    if found.hits and found.missing:
+        return replace(found, note=_notes(found.note, absent(found.missing)))
+    return found
 
 
 def left_out(quoted: str) -> str:
