@@ -457,13 +457,10 @@ def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
     if found.note:
         _err(found.note)
     if not hits:
-        from bot.search.query import parse_query
-
         absent = f"no item holds {', '.join(repr(w) for w in found.missing[:3])}; " if found.missing else ""
         absent += "".join(f"no item says {_echo(typed)}: did you mean {_echo(right)}? "
                           for typed, right in found.meant[:2])
-        topics = index.suggest(parse_query(query).content)
-        related = f" (e.g. {', '.join(repr(t) for t in topics)})" if topics else ""
+        related = _topics(index, query)
         hint = f"{absent}try fewer or broader words or a related topic{related}, or check the spelling"
         _out(_nothing_found(store, f"no results for {_echo(found.searched_for or query)}: {hint}"))
     from bot.blocks import counted, format_authors  # slack_sdk's Block Kit comes with it: not under --json
@@ -486,6 +483,15 @@ def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _topics(index: Any, text: str) -> str:
+    """The topics a reply with nothing suggests for `text` (`SearchIndex.suggest`): " (e.g. 'a', 'b')", or
+    ""."""
+    from bot.search.query import parse_query
+
+    topics = index.suggest(parse_query(text).content)
+    return f" (e.g. {', '.join(repr(t) for t in topics)})" if topics else ""
+
+
 def cmd_summarize(settings: Settings, args: argparse.Namespace) -> int:
     from bot.blocks import counted  # imported with the summarizer anyway
     from bot.search.index import SearchIndex, meaning_model
@@ -501,11 +507,9 @@ def cmd_summarize(settings: Settings, args: argparse.Namespace) -> int:
         if args.json:
             _out(json.dumps({"topic": topic, "summary": None, "items": []}, ensure_ascii=False))
         else:
-            from bot.search.query import parse_query
-
-            topics = index.suggest(parse_query(topic).content)
-            related = f" or a related topic (e.g. {', '.join(repr(t) for t in topics)})" if topics else ""
-            said = f"nothing in the archive is about {_echo(topic)}: try broader words{related}"
+            related = _topics(index, topic)
+            also = f" or a related topic{related}" if related else ""
+            said = f"nothing in the archive is about {_echo(topic)}: try broader words{also}"
             _out(_nothing_found(store, said))
         return EXIT_OK
     if args.json:

@@ -245,7 +245,7 @@ def no_results(text: str | None, missing: Sequence[str] = (), topics: Sequence[s
     absent = f" No item holds {', '.join(quoted(w, 40) for w in missing[:3])}." if missing else ""
     absent += "".join(f" No item says {quoted(typed, 60)}: did you mean {quoted(right, 60)}?"
                       for typed, right in meant[:2])
-    related = ", ".join(f"`{escape(cut(t, 60))}`" for t in topics[:2]) or "`vision`, `privacy`, `speech`"
+    related = topics_to_try(topics) or "`vision`, `privacy`, `speech`"
     echoed = f" for {quoted(text)}" if text is not None else ""
     message = (
         f"No results{echoed}.{absent} Try fewer or broader words, or a related topic (e.g. "
@@ -289,9 +289,14 @@ def summary_reply(summary: Summary) -> tuple[str, Blocks]:
     return cut(text, 3000), blocks
 
 
+def topics_to_try(topics: Sequence[str]) -> str:
+    """Suggested topics (`SearchIndex.suggest`), at most two, as code: "`automatic speech recognition`"."""
+    return ", ".join(f"`{escape(cut(t, 60))}`" for t in topics[:2])
+
+
 def no_summary(topic: str, topics: Sequence[str] = ()) -> tuple[str, Blocks]:
     """Nothing to summarize: one line saying so, and what to try (`topics`: related ones items hold)."""
-    related = ", ".join(f"`{escape(cut(t, 60))}`" for t in topics[:2])
+    related = topics_to_try(topics)
     also = f" or a related topic (e.g. {related})" if related else ""
     return one_line(
         f"Nothing in the archive is about {quoted(topic)}, so there is nothing to summarize. "
