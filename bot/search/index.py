@@ -297,7 +297,7 @@ class SearchIndex:
         expanded = glossary.shown(expansions)
         dated = query.filters.since or query.filters.until
         told = _notes(CUT_NOTE if query.cut else None, UNCLOSED_NOTE if query.unclosed else None,
-                      *map(left_out, query.left_out))
+                      left_out(query.left_out) if query.left_out else None)
         if not clauses or (text is None and not query.filters.authors and not dated):
             return Found([], searched_for, expanded, told, 0, words.missing)
         keyword = combined(clauses)
@@ -337,10 +337,13 @@ def _told_absent(found: Found) -> Found:
     return found
 
 
-def left_out(quoted: str) -> str:
-    """Said when a quoted phrase of only common words ("of the"), which decide nothing, was left out and the
-    rest was searched."""
-    return f"“{quoted[:60]}” is only common words, so I searched the rest."
+def left_out(quoted: Sequence[str]) -> str:
+    """Said when quoted phrases of only common words ("of the"), which decide nothing, were left out and the
+    rest was searched: one line however many there were."""
+    named = [f"“{phrase[:60]}”" for phrase in quoted[:3]]
+    if len(named) == 1:
+        return f"{named[0]} is only common words, so I searched the rest."
+    return f"{', '.join(named[:-1])} and {named[-1]} are only common words, so I searched the rest."
 
 
 def _notes(*notes: str | None) -> str | None:
