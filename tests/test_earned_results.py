@@ -534,6 +534,30 @@ def test_results_found_without_a_word_no_item_holds_say_so(corpus: Store) -> Non
     assert search(hybrid(corpus), "quokka wombat", 5).note is None  # nothing found: the usual one line
 
 
+def test_a_term_no_item_holds_is_named_beside_what_was_found_without_it(corpus: Store) -> None:
+    """Each of "graph", "neural" and "networks" is in some post, but no post holds the three together: the
+    glossary's term is searched as one, so no item matched the words, and two posts on neural language models
+    were listed *related by meaning* with nothing said. A term no item holds is named as a missing word is."""
+    index = hybrid(corpus)
+    words = ("graph", "neural", "network")
+    assert all(any(holds(item, rf"\b{word}") for item in corpus_items()) for word in words)
+    assert not any(holds(item, r"\bgraph\b.*\bneural\b") for item in corpus_items())
+    said = "No item holds “graph neural networks”: these were found without it."
+    for text in ("graph neural networks", "is there anything on graph neural networks for recommendations"):
+        found = search(index, text, 5)
+        assert found.missing == ("graph neural networks",) and found.note == said, text
+        assert found.hits and all(hit.by_meaning for hit in found.hits)
+    services = Services(store=corpus, settings=Settings(), index=hybrid(corpus))
+    asked = Invocation(text="search graph neural networks", team_id="T1", channel_id="C1", user_id="U1")
+    reply = handle(asked, services)
+    assert said in [e["text"] for b in reply.blocks if b["type"] == "context" for e in b["elements"]]
+    both = search(index, "graph neural networks zqxvw", 5)  # a word first, then the term
+    assert both.missing == ("zqxvw", "graph neural networks")
+    assert both.note == "No item holds “zqxvw” or “graph neural networks”: these were found without them."
+    held = search(index, "large language models", 5)  # a term some item holds is not named
+    assert held.hits and held.missing == () and held.note is None
+
+
 @pytest.mark.parametrize("command", ["subscribe", "follow"])
 def test_a_text_of_nothing_but_a_quote_mark_is_echoed_as_typed(corpus: Store, command: str) -> None:
     """Leaving the open mark out would echo nothing ("no words in “”"): the reply quotes what was typed."""

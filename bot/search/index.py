@@ -299,7 +299,7 @@ class SearchIndex:
         told = _notes(CUT_NOTE if query.cut else None, UNCLOSED_NOTE if query.unclosed else None,
                       left_out(query.left_out) if query.left_out else None)
         if not clauses or (text is None and not query.filters.authors and not dated):
-            return Found([], searched_for, expanded, told, 0, words.missing)
+            return Found([], searched_for, expanded, told, 0, words.absent)
         keyword = combined(clauses)
         if text is None:  # filters only: the newest items they select
             hits, total = newest_hits(snapshot, keyword, limit, reader)
@@ -307,7 +307,7 @@ class SearchIndex:
         vectors, note = self._ready_vectors(snapshot, store)
         if vectors is None:
             hits, total = ranked_hits(snapshot, keyword, limit, reader)
-            return Found(hits, searched_for, expanded, _notes(note, told), total, words.missing)
+            return Found(hits, searched_for, expanded, _notes(note, told), total, words.absent)
         from bot.search import hybrid  # numpy's boundary: imported with the model
 
         try:
@@ -317,8 +317,8 @@ class SearchIndex:
             note = f"Search by meaning is unavailable ({' '.join(str(exc).split())[:150]}); these results " \
                    "match your words only."
             hits, total = ranked_hits(snapshot, keyword, limit, reader)
-            return Found(hits, searched_for, expanded, _notes(note, told), total, words.missing)
-        return Found(ranked.hits, searched_for, expanded, told, ranked.total, words.missing)
+            return Found(hits, searched_for, expanded, _notes(note, told), total, words.absent)
+        return Found(ranked.hits, searched_for, expanded, told, ranked.total, words.absent)
 
 
 def absent(missing: Sequence[str]) -> str:

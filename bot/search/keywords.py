@@ -116,6 +116,12 @@ class Words:
     known: int = 0  # how many of the words some item holds (a made-up word is in none)
     missing: tuple[str, ...] = ()  # the words no item holds, as typed
     some: tantivy.Query | None = None  # any of the words (when more than one is needed): who holds some
+    missing_terms: tuple[str, ...] = ()  # glossary terms typed whose words no item holds together
+
+    @property
+    def absent(self) -> tuple[str, ...]:
+        """What a reply names as held by no item: the words, then the terms ("graph neural networks")."""
+        return self.missing + self.missing_terms
 
 
 def required(loose: int) -> int:
@@ -207,7 +213,9 @@ def text_query(snapshot: Snapshot, query: Query, expansions: list[glossary.Expan
         either = [(SHOULD, p) for p in parts]
         clauses.append(parts[0] if len(parts) == 1 else tantivy.Query.boolean_query(either))
     known = len(clauses) - len(missing)  # counted before a term's words are joined: each word some item holds
-    clauses = _as_terms(searched, clauses, expansions or [])  # `searched` holds a word per clause so far
+    clauses, joined = _as_terms(searched, clauses, expansions or [])  # `searched`: one word a clause so far
+    missing_terms = [said for said, clause in joined  # told, not a floor: its neighbours may be about it
+                     if not set(said.split()) & set(missing) and not searcher.search(clause, 1).hits]
     musts: list[tantivy.Query] = []
     for phrase in query.phrases:
         words: list[str | tuple[int, str]] = [t for w in phrase for t in terms(w)]
@@ -233,16 +241,17 @@ def text_query(snapshot: Snapshot, query: Query, expansions: list[glossary.Expan
     some = None
     if len(clauses) + len(musts) > 1 and (need > 1 or musts):
         some = tantivy.Query.boolean_query([(SHOULD, c) for c in [*musts, *clauses]])
-    return Words(text, tuple(searched), need, known, tuple(missing), some)
+    return Words(text, tuple(searched), need, known, tuple(missing), some, tuple(missing_terms))
 
 
 def _as_terms(owners: list[str], clauses: list[tantivy.Query], expansions: list[glossary.Expansion]
-              ) -> list[tantivy.Query]:
+              ) -> tuple[list[tantivy.Query], list[tuple[str, tantivy.Query]]]:
     """`clauses` (one per word of `owners`) with the words of each term of the field the query writes in
     several words (an abbreviation's long form or its two-word name: "language model", "time to first token",
     "KV cache") joined in one clause that needs them all: a term is one word for the majority (`required`).
     "can language models tell when they are wrong?" needs "wrong" too, where "language models" alone was two
-    words of three; "graph neural networks" is not matched by "neural networks" alone."""
+    words of three; "graph neural networks" is not matched by "neural networks" alone. Also each joined
+    term, as typed, with its clause: a term no item holds is named as missing, as a word would be."""
     joined: list[list[int]] = []
     taken: set[int] = set()
     for expansion in expansions:
@@ -255,7 +264,8 @@ def _as_terms(owners: list[str], clauses: list[tantivy.Query], expansions: list[
             taken.update(group)
     whole = [tantivy.Query.boolean_query([(tantivy.Occur.Must, clauses[n]) for n in group])
              for group in joined]
-    return whole + [clause for n, clause in enumerate(clauses) if n not in taken]
+    named = [(" ".join(owners[n] for n in group), term) for group, term in zip(joined, whole, strict=True)]
+    return whole + [clause for n, clause in enumerate(clauses) if n not in taken], named
 
 
 def _glossary_forms(
