@@ -324,8 +324,7 @@ class SearchIndex:
 def absent(missing: Sequence[str]) -> str:
     """Said beside results when words of the query are in no item, so nobody takes them for results about
     those words: "No item holds “topological”: these were found without it." (one line)."""
-    named = [f"“{word[:40]}”" for word in missing[:3]]
-    said = named[0] if len(named) == 1 else f"{', '.join(named[:-1])} or {named[-1]}"
+    said = _named([word[:40] for word in missing[:3]], "or")
     return f"No item holds {said}: these were found without {'it' if len(missing) == 1 else 'them'}."
 
 
@@ -340,10 +339,14 @@ def _told_absent(found: Found) -> Found:
 def left_out(quoted: Sequence[str]) -> str:
     """Said when quoted phrases of only common words ("of the"), which decide nothing, were left out and the
     rest was searched: one line however many there were."""
-    named = [f"“{phrase[:60]}”" for phrase in quoted[:3]]
-    if len(named) == 1:
-        return f"{named[0]} is only common words, so I searched the rest."
-    return f"{', '.join(named[:-1])} and {named[-1]} are only common words, so I searched the rest."
+    said = _named([phrase[:60] for phrase in quoted[:3]], "and")
+    return f"{said} {'is' if len(quoted) == 1 else 'are'} only common words, so I searched the rest."
+
+
+def _named(words: Sequence[str], conjunction: str) -> str:
+    """Words quoted and listed as a sentence names them: "“a”", "“a” or “b”", "“a”, “b” and “c”"."""
+    named = [f"“{word}”" for word in words]
+    return named[0] if len(named) == 1 else f"{', '.join(named[:-1])} {conjunction} {named[-1]}"
 
 
 def _notes(*notes: str | None) -> str | None:

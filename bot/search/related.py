@@ -25,7 +25,6 @@ import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
 from typing import TYPE_CHECKING
 
 import tantivy
@@ -118,7 +117,7 @@ def related(index: SearchIndex, item: Item, limit: int = 5, store: Store | None 
     share of the best possible: 1.0 for an item first by words and by meaning."""
     store = store or index.store
     snapshot = index.current(store)
-    idf = _rarity(snapshot)
+    idf = _Rarity(snapshot)
     mine = _profile(item, idf)
     sims = _similarities(index, snapshot, store, item)
     chosen = _best_by_words(snapshot, mine)
@@ -183,25 +182,29 @@ def _best_by_words(snapshot: Snapshot, profile: dict[str, float]) -> list[str]:
     return [item_id for _, item_id in keyword_scores(snapshot, query, CANDIDATES + 1)[0]]
 
 
-def _rarity(snapshot: Snapshot) -> Callable[[str], float]:
-    """How rare a term is in the archive's titles and abstracts (inverse document frequency), remembered
-    for one call."""
-    searcher = snapshot.searcher
-    total = max(len(snapshot.entries), 1)
+class _Rarity:
+    """How rare each term is in the archive's titles and abstracts, each term looked up once for one call:
+    called, its inverse document frequency; `common`, whether more than COMMON_SHARE of the items hold it."""
 
-    @cache
-    def idf(term: str) -> float:
-        docs = max(sum(searcher.doc_freq(name, term) for name, _ in TEXT_FIELDS[:2]), 1)
-        return math.log(1 + total / docs)
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.searcher = snapshot.searcher
+        self.total = max(len(snapshot.entries), 1)
+        self._held: dict[str, tuple[int, int]] = {}
 
-    return idf
+    def held(self, term: str) -> tuple[int, int]:
+        """How many titles, and how many abstracts, hold `term`."""
+        if term not in self._held:
+            title, summary = (self.searcher.doc_freq(name, term) for name, _ in TEXT_FIELDS[:2])
+            self._held[term] = (title, summary)
+        return self._held[term]
 
+    def __call__(self, term: str) -> float:
+        return math.log(1 + self.total / max(sum(self.held(term)), 1))
 
-def _common(snapshot: Snapshot, term: str) -> bool:
-    """Whether more than COMMON_SHARE of the archive's items hold `term` (in their titles, or in their
-    abstracts: the larger of the two counts, so never more than truly hold it)."""
-    held = max(snapshot.searcher.doc_freq(name, term) for name, _ in TEXT_FIELDS[:2])
-    return held > COMMON_SHARE * len(snapshot.entries)
+    def common(self, term: str) -> bool:
+        """Whether more than COMMON_SHARE of the items hold `term` (in their titles, or in their abstracts:
+        the larger of the two counts, so never more than truly hold it)."""
+        return max(self.held(term)) > COMMON_SHARE * self.total
 
 
 def _profile(item: Item, idf: Callable[[str], float]) -> dict[str, float]:
@@ -217,7 +220,7 @@ def _cosine(one: dict[str, float], other: dict[str, float]) -> float:
     return sum(w * large.get(term, 0.0) for term, w in small.items())
 
 
-def shares(snapshot: Snapshot, one: Item, other: Item, idf: Callable[[str], float] | None = None) -> str:
+def shares(snapshot: Snapshot, one: Item, other: Item, idf: _Rarity | None = None) -> str:
     """The words both items' titles and abstracts use most, weighted by how rare they are in the archive
     (`idf`: `related` passes the rarity it has already looked up), as `other` writes them: in lower case when
     it ever does (a title's or a sentence's capital is not the word's: "models", not "Models"; "Siri")."""
@@ -233,8 +236,8 @@ def shares(snapshot: Snapshot, one: Item, other: Item, idf: Callable[[str], floa
             if known is None or (word == lowered and known != known.lower()):  # its first form in lower case
                 surfaces[found[0]] = word
             theirs[found[0]] += 1
-    rarity = idf or _rarity(snapshot)
-    surfaces = {term: word for term, word in surfaces.items() if not _common(snapshot, term)}
+    rarity = idf or _Rarity(snapshot)
+    surfaces = {term: word for term, word in surfaces.items() if not rarity.common(term)}
 
     def weight(term: str) -> float:
         return min(mine[term], theirs[term]) * rarity(term)
