@@ -66,6 +66,20 @@ def test_the_reply_names_what_was_searched_for() -> None:
     assert glossary.shown(glossary.expand(["image"], "image")) is None
 
 
+def test_what_search_by_meaning_embeds_spells_an_abbreviation_out() -> None:
+    """The words embedded beside the long forms: each abbreviation expanded is left out, a plural and one of
+    several words too, and nothing else (a word of the abbreviation typed elsewhere stays)."""
+    def kept(typed: str) -> list[str]:
+        return glossary.spelled_out(typed.split(), glossary.expand(typed.split(), typed))
+
+    assert kept("LLMs for code") == ["for", "code"]
+    assert kept("KV cache and cache eviction") == ["and", "cache", "eviction"]
+    assert kept("large language models for code") == ["large", "language", "models", "for", "code"]
+    assert kept("HE schemes") == ["schemes"]
+    assert kept("he schemes") == ["he", "schemes"]  # a common word unless typed in capitals
+    assert kept("describing a photo") == ["describing", "a", "photo"]  # plain words are not abbreviations
+
+
 def test_an_abbreviation_that_is_a_common_word_counts_only_in_capitals() -> None:
     assert glossary.expand(["he", "said"], "he said") == []
     assert [e.entry.short for e in glossary.expand(["he", "schemes"], "HE schemes")] == ["HE"]

@@ -111,6 +111,29 @@ def vocabulary() -> frozenset[str]:
     return frozenset(term for form in forms for term in terms(form))
 
 
+def spelled_out(words: Sequence[str], expansions: Sequence[Expansion]) -> list[str]:
+    """`words` without each abbreviation said (a plural too) that one of `expansions` gives the long forms of:
+    what search by meaning embeds beside those long forms. The bundled model knows an abbreviation only by its
+    pieces: "GAN" lies nearer a post on 3D Gaussians than the GAN post."""
+    said = [_short_words(e.entry) for e in expansions if not e.plain and e.said == e.entry.short]
+    kept: list[str] = []
+    at = 0
+    while at < len(words):
+        ahead = [_singular(w.lower()) for w in words[at : at + 4]]
+        n = next((len(short) for short in said if tuple(ahead[: len(short)]) == tuple(map(_singular, short))),
+                 0)
+        if n:
+            at += n
+        else:
+            kept.append(words[at])
+            at += 1
+    return kept
+
+
+def _singular(lowered: str) -> str:
+    return lowered[:-1] if len(lowered) > 2 and lowered.endswith("s") else lowered
+
+
 def _short_words(entry: Entry) -> tuple[str, ...]:
     return tuple(w.lower() for w in entry.short.split())
 
@@ -124,7 +147,7 @@ def expand(words: list[str], typed: str | None = None) -> list[Expansion]:
     """The glossary entries the query's words (`words`: as typed, any case) name, each with the forms it did
     not use. `typed` (the raw text) decides case-sensitive entries; without it they never match."""
     lowered = [w.lower() for w in words]
-    singular = [w[:-1] if len(w) > 2 and w.endswith("s") else w for w in lowered]
+    singular = [_singular(w) for w in lowered]
     stems = terms(" ".join(lowered))
     raw = (typed or "").split()
     found: list[Expansion] = []

@@ -95,7 +95,8 @@ def rank(model: Embedder, snapshot: Snapshot, vectors: Vectors, query: Query,
          ) -> Ranked:
     """The best `limit` hits for `query` (whose keyword part, filters included, is `keyword`), by the blend
     above."""
-    text = [" ".join(words.words) or query.text or " ".join(query.terms)]
+    kept = glossary.spelled_out(words.words, expansions)  # an abbreviation means its long forms, below
+    text = [" ".join(kept) if kept or words.words else query.text or " ".join(query.terms)]
     text += [" ".join(e.shown) for e in expansions]
     qvec = model.embed([" ".join(text)])[0]
     allowed = _allowed(snapshot, vectors, query)
