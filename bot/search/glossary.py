@@ -115,18 +115,15 @@ def spelled_out(words: Sequence[str], expansions: Sequence[Expansion]) -> list[s
     """`words` without each abbreviation said (a plural too) that one of `expansions` gives the long forms of:
     what search by meaning embeds beside those long forms. The bundled model knows an abbreviation only by its
     pieces: "GAN" lies nearer a post on 3D Gaussians than the GAN post."""
-    said = [_short_words(e.entry) for e in expansions if not e.plain and e.said == e.entry.short]
+    said = sorted({tuple(map(_singular, _short_words(e.entry))) for e in expansions  # the longest first
+                   if not e.plain and e.said == e.entry.short}, key=len, reverse=True)
     kept: list[str] = []
     at = 0
     while at < len(words):
-        ahead = [_singular(w.lower()) for w in words[at : at + 4]]
-        n = next((len(short) for short in said if tuple(ahead[: len(short)]) == tuple(map(_singular, short))),
-                 0)
-        if n:
-            at += n
-        else:
-            kept.append(words[at])
-            at += 1
+        ahead = [_singular(w.lower()) for w in words[at : at + max(map(len, said), default=0)]]
+        n = next((len(short) for short in said if tuple(ahead[: len(short)]) == short), 0)
+        kept += [] if n else [words[at]]
+        at += n or 1
     return kept
 
 
