@@ -16,7 +16,7 @@ import logging
 import sys
 import time
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from bot import __version__
 from bot.config import Settings, load_environment, redact_url
@@ -33,6 +33,9 @@ from bot.errors import (
     report,
 )
 from bot.models import PollResult
+
+if TYPE_CHECKING:
+    from bot.search.index import SearchIndex
 
 log = logging.getLogger("bot")
 
@@ -483,7 +486,7 @@ def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _topics(index: Any, text: str) -> str:
+def _topics(index: SearchIndex, text: str) -> str:
     """The topics a reply with nothing suggests for `text` (`SearchIndex.suggest`): " (e.g. 'a', 'b')", or
     ""."""
     from bot.search.query import parse_query

@@ -90,7 +90,7 @@ def is_abbreviation(word: str) -> bool:
 def numbers(word: str) -> tuple[str, str] | tuple[()]:
     """The abbreviation `word` is (as `is_abbreviation`), singular and plural, lower case: ("llm", "llms") for
     "LLM" and for "LLMs", which the stemmer keeps apart (no vowel before the s); () for any other word."""
-    for form in (word, word[:-1] if len(word) > 2 and word.endswith("s") else word):
+    for form in (word, _singular(word)):
         entry = _abbreviations().get(form.lower())
         if entry is not None and (not entry.case or form == entry.short):
             return form.lower(), form.lower() + "s"
@@ -117,18 +117,21 @@ def spelled_out(words: Sequence[str], expansions: Sequence[Expansion]) -> list[s
     pieces: "GAN" lies nearer a post on 3D Gaussians than the GAN post."""
     said = sorted({tuple(map(_singular, _short_words(e.entry))) for e in expansions  # the longest first
                    if not e.plain and e.said == e.entry.short}, key=len, reverse=True)
+    if not said:
+        return list(words)
     kept: list[str] = []
     at = 0
     while at < len(words):
-        ahead = [_singular(w.lower()) for w in words[at : at + max(map(len, said), default=0)]]
+        ahead = [_singular(w.lower()) for w in words[at : at + len(said[0])]]
         n = next((len(short) for short in said if tuple(ahead[: len(short)]) == short), 0)
         kept += [] if n else [words[at]]
         at += n or 1
     return kept
 
 
-def _singular(lowered: str) -> str:
-    return lowered[:-1] if len(lowered) > 2 and lowered.endswith("s") else lowered
+def _singular(word: str) -> str:
+    """`word` without a plural's "s" ("LLMs", "llms"), as abbreviations are matched; case kept."""
+    return word[:-1] if len(word) > 2 and word.endswith("s") else word
 
 
 def _short_words(entry: Entry) -> tuple[str, ...]:
