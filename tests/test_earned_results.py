@@ -190,6 +190,29 @@ def test_a_name_typed_whole_is_no_prefix_of_a_shorter_word(corpus: Store, meanin
     assert search(index, "normalizin", 10).hits  # a word cut short still stands for its stem's start
 
 
+@pytest.mark.parametrize("meaning", [False, True])
+def test_a_word_no_item_holds_is_no_form_of_a_shorter_word(corpus: Store, meaning: bool) -> None:
+    """A last word no item holds, and no indexed word starts with, stands for a shorter start of it only when
+    the rest of it could end a word ("normalizin", cut short, for "normal"): "blockchain" is no form of
+    "block". Until 2026-12-06 a search for it listed the two posts that say "blocks" and "block-wise" as
+    holding the word, and a summary quoted them."""
+    index = hybrid(corpus) if meaning else SearchIndex(corpus)
+    for typed in ("blockchain", "blockchains", "speechrecognition"):
+        found = search(index, typed, 10)
+        assert not found.hits and found.missing == (typed,), (typed, [h.item.title for h in found.hits])
+    found = search(index, "normalizin", 10)
+    assert found.hits and all(holds(h.item, r"\bnormali") for h in found.hits if not h.by_meaning)
+    assert search(index, "photography", 10).hits  # "photograph" and a "y": a word's other form
+
+
+def test_a_summary_of_a_word_no_item_holds_quotes_nothing(corpus: Store) -> None:
+    services = Services(store=corpus, settings=Settings(), index=hybrid(corpus))
+    asked = handle(Invocation(text="summarize blockchain", team_id="T1", channel_id="C1", user_id="U1"),
+                   services)
+    assert asked.text.startswith("Nothing in the archive is about “blockchain”"), asked.text
+    assert "\n" not in asked.text
+
+
 @pytest.mark.parametrize("typed, pattern, listed", [
     ("MobileCLIP", r"\bMobileCLIP", None), ("LoRA", r"\bLoRA\b", None),
     ("point cloud", r"\bpoint clouds?\b", None), ("POI", r"\bPOIs?\b", None),

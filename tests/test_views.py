@@ -104,6 +104,11 @@ def test_a_prefix_typed_past_the_stem_matches_as_the_search_expands_it() -> None
     assert matcher_for_text("Normalizing flows, normal forms", ["normalizin"], prefix_last=True)("normal")
     assert not matcher_for_text("Normalizing flows, nor forms", ["normalizin"], prefix_last=True)("nor")
     assert not word_matcher(["normalizin"], prefix_last=True)("normal")  # knows no text: no start of it
+    # ... when the rest of it could end a word: "blockchain" is no form of "block", as the search takes it
+    assert not matcher_for_text("audible blocks, block-wise", ["blockchain"], prefix_last=True)("blocks")
+    assert matching_words(["blocks", "block"], ["blockchain"], prefix_last=True) == set()
+    assert matching_words(["photograph", "photographs"], ["photography"], prefix_last=True) == \
+        {"photograph", "photographs"}
 
 
 def test_matching_from_many_threads_at_once() -> None:

@@ -21,7 +21,7 @@ from functools import lru_cache
 from itertools import accumulate
 
 from bot.blocks import escape
-from bot.search.analysis import KEPT_TERMS
+from bot.search.analysis import KEPT_TERMS, cut_short
 from bot.search.analysis import terms as analyze
 from bot.search.glossary import numbers
 
@@ -42,8 +42,9 @@ class WordMatcher:
 
     With `prefix_last`, the last word typed also stands for the terms the search expands it to: every term
     that starts with it, and (unless its own term is among the `known` ones, or starts one of them) the
-    longest start of it (of MIN_STEM_CHARS or more) among them, as the search takes the longest among the
-    index's ("normalizin" stands for "normal", the term of "normalizing"; "mobileclip" is never "mobile")."""
+    longest start of it (of MIN_STEM_CHARS or more) among them that the rest of it could end (`cut_short`), as
+    the search takes the longest among the index's ("normalizin" stands for "normal", the term of
+    "normalizing"; "mobileclip" is never "mobile", nor "blockchain" "block")."""
 
     def __init__(self, terms: Sequence[str], prefix_last: bool, known: Collection[str] = ()) -> None:
         self.terms = tuple(terms)
@@ -57,7 +58,8 @@ class WordMatcher:
         whole = any(term in known for term in analyze(self._typed))  # typed whole
         # typed whole, or the start of a known term: no shorter start of it
         starting = not self._typed or whole or any(term.startswith(self._typed) for term in known)
-        longest = None if starting else next((start for start in starts if start in known), None)
+        longest = None if starting else \
+            next((start for start in starts if start in known and cut_short(self._typed, start)), None)
         # a word typed whole stands for no word kept apart from it ("object" is never "objective")
         self._apart = KEPT_TERMS if whole else frozenset()
         self._exact = frozenset(exact if longest is None else exact | {longest})
