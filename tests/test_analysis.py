@@ -15,7 +15,7 @@ import pytest
 from bot.feed import kind_of
 from bot.models import Item
 from bot.search import glossary
-from bot.search.analysis import KEPT_APART, cut_short, terms
+from bot.search.analysis import KEPT_APART, terms
 from bot.search.highlight import (
     WordMatcher,
     highlighted_snippet,
@@ -84,17 +84,6 @@ def test_a_subscription_and_a_highlight_keep_the_words_apart_as_search_does() ->
     assert matched_keywords("Accessibility on device", "", ["accessible"]) == ["accessible"]
     assert highlighted_snippet("Making apps accessible.", word_matcher(["accessibility"])) == \
         "Making apps *accessible*."
-
-
-@pytest.mark.parametrize("typed, start, may", [
-    ("normalizin", "normal", True), ("normalizing", "normal", True), ("photography", "photograph", True),
-    ("optimizatio", "optim", True), ("accessib", "access", True), ("happin", "happi", True),
-    ("blockchain", "block", False), ("speechrecognition", "speech", False), ("toolsandbox", "tool", False),
-    ("normalizin", "norm", False), ("blockchain", "chain", False),
-])
-def test_a_word_is_cut_short_of_a_start_when_the_rest_begins_an_english_ending(typed: str, start: str,
-                                                                               may: bool) -> None:
-    assert cut_short(typed, start) is may
 
 
 def test_tokens_of_100_bytes_or_more_are_dropped() -> None:

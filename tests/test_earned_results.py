@@ -25,6 +25,7 @@ from bot.search.embed import StaticModel
 from bot.search.index import UNCLOSED_NOTE, SearchIndex, absent
 from bot.search.query import parse_query, search
 from bot.search.related import find_item, related
+from bot.search.words import form_of
 from bot.store import Store
 from bot.summarize import Summarizer
 from tests.fakes.archive import corpus_items
@@ -203,6 +204,19 @@ def test_a_word_no_item_holds_is_no_form_of_a_shorter_word(corpus: Store, meanin
     found = search(index, "normalizin", 10)
     assert found.hits and all(holds(h.item, r"\bnormali") for h in found.hits if not h.by_meaning)
     assert search(index, "photography", 10).hits  # "photograph" and a "y": a word's other form
+    found = search(index, "privacy federatd", 10)  # misspelt past its stem ("feder"): still found
+    assert found.hits and holds(found.hits[0].item, r"\bfederated")
+
+
+@pytest.mark.parametrize("typed, start, may", [
+    ("normalizin", "normal", True), ("normalizing", "normal", True), ("photography", "photograph", True),
+    ("optimizatio", "optim", True), ("learnable", "learn", True), ("federatd", "feder", True),
+    ("happin", "happi", True), ("blockchain", "block", False), ("speechrecognition", "speech", False),
+    ("handwriting", "hand", False), ("blockchain", "chain", False),
+])
+def test_a_word_is_a_form_of_a_start_unless_the_rest_is_a_word_of_its_own(typed: str, start: str,
+                                                                          may: bool) -> None:
+    assert form_of(typed, start) is may
 
 
 def test_a_summary_of_a_word_no_item_holds_quotes_nothing(corpus: Store) -> None:

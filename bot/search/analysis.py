@@ -86,27 +86,6 @@ def terms(text: str) -> list[str]:
     return list(_terms(text)) if len(text) <= CACHED_CHARS else _ANALYZER.analyze(kept_apart(text))
 
 
-# How English words end after the stem the stemmer keeps, inflections and derivations alike ("normal|izing",
-# "photograph|y", "accessib|ility"): what may follow a start of a word typed for that start to be its stem.
-_ENDING_WORDS = """
-    s es ies ied ier iest ily y ly e ed edly er ers est en ing ingly ings al ally als ation ational
-    ationally ations ative atively ator ators ize izes ized izer izers izing ization izations ise ises ised
-    ising isation isations ic ics ical ically ity ities ive ively iveness ives ness nesses ment ments ful
-    fully fulness less lessly lessness able ably ability abilities ible ibly ibility ance ances ence ences
-    ant ants ent ently ents ency ancy ous ously ousness ism isms ist ists istic ion ions ional ionally or ors
-    ure ures ate ated ates ating ately
-"""
-_ENDINGS = tuple(_ENDING_WORDS.split())
-
-
-def cut_short(typed: str, start: str) -> bool:
-    """Whether `typed` may be a word cut short (or typed whole) whose stem is `start`, one of its starts: what
-    follows the start begins an English ending. "normalizin" may be "normalizing", whose stem is "normal";
-    "blockchain" is no form of "block"."""
-    rest = typed[len(start):]
-    return typed.startswith(start) and any(ending.startswith(rest) for ending in _ENDINGS)
-
-
 _INFLECTIONS = ("ies", "es", "s", "ing", "ed")
 
 

@@ -21,9 +21,10 @@ from functools import lru_cache
 from itertools import accumulate
 
 from bot.blocks import escape
-from bot.search.analysis import KEPT_TERMS, cut_short
+from bot.search.analysis import KEPT_TERMS
 from bot.search.analysis import terms as analyze
 from bot.search.glossary import numbers
+from bot.search.words import form_of
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _TOKENS = re.compile(r"(\w+)", re.UNICODE)
@@ -42,8 +43,8 @@ class WordMatcher:
 
     With `prefix_last`, the last word typed also stands for the terms the search expands it to: every term
     that starts with it, and (unless its own term is among the `known` ones, or starts one of them) the
-    longest start of it (of MIN_STEM_CHARS or more) among them that the rest of it could end (`cut_short`), as
-    the search takes the longest among the index's ("normalizin" stands for "normal", the term of
+    longest start of it (of MIN_STEM_CHARS or more) among them that it may be a form of (`form_of`), as the
+    search takes the longest among the index's ("normalizin" stands for "normal", the term of
     "normalizing"; "mobileclip" is never "mobile", nor "blockchain" "block")."""
 
     def __init__(self, terms: Sequence[str], prefix_last: bool, known: Collection[str] = ()) -> None:
@@ -59,7 +60,7 @@ class WordMatcher:
         # typed whole, or the start of a known term: no shorter start of it
         starting = not self._typed or whole or any(term.startswith(self._typed) for term in known)
         longest = None if starting else \
-            next((start for start in starts if start in known and cut_short(self._typed, start)), None)
+            next((start for start in starts if start in known and form_of(self._typed, start)), None)
         # a word typed whole stands for no word kept apart from it ("object" is never "objective")
         self._apart = KEPT_TERMS if whole else frozenset()
         self._exact = frozenset(exact if longest is None else exact | {longest})

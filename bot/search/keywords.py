@@ -28,10 +28,10 @@ from datetime import UTC, datetime, time, timedelta
 import tantivy
 
 from bot.search import glossary
-from bot.search.analysis import KEPT_APART, KEPT_TERMS, cut_short, terms
+from bot.search.analysis import KEPT_APART, KEPT_TERMS, terms
 from bot.search.engine import SCHEMA, TEXT_FIELDS, Snapshot, ids_of, items
 from bot.search.query import Query, parse_query
-from bot.search.words import FILLER, english
+from bot.search.words import FILLER, english, form_of
 from bot.store import Store
 
 MIN_FUZZY_CHARS = 5
@@ -86,11 +86,11 @@ def _starting(searcher: tantivy.Searcher, typed: str) -> bool:
 def _prefixed(searcher: tantivy.Searcher, typed: str, indexed: bool) -> list[str]:
     """The indexed terms a prefix typed as the last word stands for: those starting with it (the most
     frequent MAX_PREFIX_TERMS), and, when none does and the word as typed is not itself `indexed` (its term
-    is not), the longest shorter start of it that is, when the rest of it begins an English ending
-    (`cut_short`: "normalizin" never prefixes "normal", the stem of "normalizing"; but "ToolSandbox", a name
-    one post holds, is no "tool", nor "MobileCLIP" "mobile", "blockchain", a word no post holds, "block", and
-    "accessib", the start of "accessibl", no "access"). A word typed whole stands for no word the analysis
-    keeps apart from it ("object" is never "objective")."""
+    is not), the longest shorter start of it that is, when the word may be a form of it (`form_of`:
+    "normalizin" never prefixes "normal", the stem of "normalizing"; but "ToolSandbox", a name one post holds,
+    is no "tool", nor "MobileCLIP" "mobile", "blockchain", a word no post holds, "block", and "accessib", the
+    start of "accessibl", no "access"). A word typed whole stands for no word the analysis keeps apart from it
+    ("object" is never "objective")."""
     apart = KEPT_TERMS if indexed else frozenset()
     found: Counter[str] = Counter()
     for name, _ in TEXT_FIELDS:
@@ -101,7 +101,7 @@ def _prefixed(searcher: tantivy.Searcher, typed: str, indexed: bool) -> list[str
     if indexed or chosen:
         return chosen
     for end in range(len(typed) - 1, MIN_STEM_CHARS - 1, -1):
-        if cut_short(typed, typed[:end]) and _known(searcher, typed[:end]):
+        if _known(searcher, typed[:end]) and form_of(typed, typed[:end]):
             chosen.append(typed[:end])
             break
     return chosen

@@ -119,6 +119,33 @@ def english(word: str) -> bool:
         or _stem(word) in _dictionary_stems() or f"\n{word}\n" in _listed()
 
 
+# How English words end after the stem the stemmer keeps, inflections and derivations alike ("normal|izing",
+# "photograph|y", "learn|able").
+_ENDING_WORDS = """
+    s es ies ied ier iest ily y ly e ed edly er ers est en ing ingly ings al ally als ation ational
+    ationally ations ative atively ator ators ize izes ized izer izers izing ization izations ise ises ised
+    ising isation isations ic ics ical ically ity ities ive ively iveness ives ness nesses ment ments ful
+    fully fulness less lessly lessness able ably ability abilities ible ibly ibility ance ances ence ences
+    ant ants ent ently ents ency ancy ous ously ousness ism isms ist ists istic ion ions ional ionally or ors
+    ure ures ate ated ates ating ately
+"""
+_ENDINGS = tuple(_ENDING_WORDS.split())
+MIN_PART_CHARS = 3  # what follows a start of a word is a word of its own when it is an English word this long
+
+
+def form_of(typed: str, start: str) -> bool:
+    """Whether `typed`, a word no item holds, may be a form of the word whose stem is `start`, one of its
+    starts (cut short, misspelt or inflected): unless what follows the start is an English word of its own
+    that begins no English ending. "normalizin" (cut short), "federatd" (misspelt), "photography" and
+    "learnable" may be forms of "normal", "feder", "photograph" and "learn"; "blockchain" is no form of
+    "block", nor "speechrecognition" of "speech"."""
+    rest = typed[len(start):]
+    if not typed.startswith(start):
+        return False
+    ends = any(ending.startswith(rest) for ending in _ENDINGS)
+    return len(rest) < MIN_PART_CHARS or ends or not english(rest)
+
+
 @cache
 def _listed() -> str:
     """The English word list as one string, each word between line breaks: ~1.2 MB, where a set of its words
