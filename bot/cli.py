@@ -409,6 +409,7 @@ def open_archive(settings: Settings) -> Any:
 
 
 ECHO_CHARS = 80  # of a query or topic quoted back (Slack's replies cut theirs the same: bot.views.quoted)
+FILTERS = "the since:, until:, type: or author: filter"  # what a search with none found may drop
 EMPTY_ARCHIVE = (
     "the archive is empty: run `mlresearch-bot poll` (the feed's newest items) or `mlresearch-bot backfill` "
     "(every post on the research index) to fill it"
@@ -447,7 +448,7 @@ def _echo(text: str, limit: int = ECHO_CHARS) -> str:
 
 def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
     from bot.search.index import SearchIndex, meaning_model
-    from bot.search.query import search
+    from bot.search.query import parse_query, search
 
     store = open_archive(settings)
     query = " ".join(args.query)
@@ -463,8 +464,13 @@ def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
         absent = f"no item holds {', '.join(repr(w) for w in found.missing[:3])}; " if found.missing else ""
         absent += "".join(f"no item says {_echo(typed)}: did you mean {_echo(right)}? "
                           for typed, right in found.meant[:2])
-        related = _topics(index, query)
-        hint = f"{absent}try fewer or broader words or a related topic{related}, or check the spelling"
+        asked = parse_query(query)
+        filtered = any((asked.filters.since, asked.filters.until, asked.filters.kind, asked.filters.authors))
+        if filtered and not asked.terms:
+            hint = f"no item matches {FILTERS}; widen or drop it"
+        else:
+            hint = f"{absent}try fewer or broader words or a related topic{_topics(index, query)}, " + \
+                (f"check the spelling, or drop {FILTERS}" if filtered else "or check the spelling")
         _out(_nothing_found(store, f"no results for {_echo(found.searched_for or query)}: {hint}"))
     from bot.blocks import counted, format_authors  # slack_sdk's Block Kit comes with it: not under --json
 

@@ -237,6 +237,19 @@ def test_a_misspelt_quoted_phrase_finds_nothing_and_says_what_was_meant(cwd):
                                   "did you mean 'image captioning'? try")
 
 
+def test_a_filtered_search_that_finds_nothing_says_to_drop_the_filter(cwd):
+    """As a Slack reply does; a search of only a filter is not told to check its spelling."""
+    run(cwd, "poll", FEED_URL=str(RSS_PATH))
+    proc = run(cwd, "search", "since:2030-01-01", "captioning")
+    assert proc.returncode == 0 and proc.stdout.count("\n") == 1, proc.stdout
+    assert proc.stdout.rstrip().endswith("check the spelling, or drop the since:, until:, type: or author: "
+                                         "filter")
+    proc = run(cwd, "search", "until:1999-01-01")
+    assert proc.stdout == "no results for 'until:1999-01-01': no item matches the since:, until:, type: or " \
+        "author: filter; widen or drop it\n"
+    assert run(cwd, "search", "zzqqxx").stdout.rstrip().endswith("or check the spelling")
+
+
 @pytest.mark.parametrize("query", ["AND(", '"', "NEAR/3 *", "-", "🙂", "title:x"])
 def test_fts_syntax_never_escapes_the_cli(cwd, query):
     run(cwd, "poll", FEED_URL=str(RSS_PATH))
