@@ -32,7 +32,7 @@ from bot.errors import (
     UsageError,
     report,
 )
-from bot.models import PollResult
+from bot.models import PollResult, SearchFilters
 
 if TYPE_CHECKING:
     from bot.search.index import SearchIndex
@@ -409,7 +409,7 @@ def open_archive(settings: Settings) -> Any:
 
 
 ECHO_CHARS = 80  # of a query or topic quoted back (Slack's replies cut theirs the same: bot.views.quoted)
-FILTERS = "the since:, until:, type: or author: filter"  # what a search with none found may drop
+FILTERS = "the since:, until:, type: or author: filter"  # what a search that found nothing may drop
 EMPTY_ARCHIVE = (
     "the archive is empty: run `mlresearch-bot poll` (the feed's newest items) or `mlresearch-bot backfill` "
     "(every post on the research index) to fill it"
@@ -465,7 +465,7 @@ def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
         absent += "".join(f"no item says {_echo(typed)}: did you mean {_echo(right)}? "
                           for typed, right in found.meant[:2])
         asked = parse_query(query)
-        filtered = any((asked.filters.since, asked.filters.until, asked.filters.kind, asked.filters.authors))
+        filtered = asked.filters != SearchFilters()
         if filtered and not asked.terms:
             hint = f"no item matches {FILTERS}; widen or drop it"
         else:
