@@ -469,7 +469,8 @@ def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
         if filtered and not asked.terms:
             hint = f"no item matches {FILTERS}; widen or drop it"
         else:
-            hint = f"{absent}try fewer or broader words or a related topic{_topics(index, query)}, " + \
+            related = _topics(index, asked.content)
+            hint = f"{absent}try fewer or broader words or a related topic{related}, " + \
                 (f"check the spelling, or drop {FILTERS}" if filtered else "or check the spelling")
         _out(_nothing_found(store, f"no results for {_echo(found.searched_for or query)}: {hint}"))
     from bot.blocks import counted, format_authors  # slack_sdk's Block Kit comes with it: not under --json
@@ -492,18 +493,17 @@ def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _topics(index: SearchIndex, text: str) -> str:
-    """The topics a reply with nothing suggests for `text` (`SearchIndex.suggest`): " (e.g. 'a', 'b')", or
-    ""."""
-    from bot.search.query import parse_query
-
-    topics = index.suggest(parse_query(text).content)
+def _topics(index: SearchIndex, words: Sequence[str]) -> str:
+    """The topics a reply with nothing suggests for a query's content `words` (`SearchIndex.suggest`):
+    " (e.g. 'a', 'b')", or ""."""
+    topics = index.suggest(words)
     return f" (e.g. {', '.join(repr(t) for t in topics)})" if topics else ""
 
 
 def cmd_summarize(settings: Settings, args: argparse.Namespace) -> int:
     from bot.blocks import counted  # imported with the summarizer anyway
     from bot.search.index import SearchIndex, meaning_model
+    from bot.search.query import parse_query
     from bot.summarize import Summarizer
 
     topic = " ".join(" ".join(args.topic).split())
@@ -516,7 +516,7 @@ def cmd_summarize(settings: Settings, args: argparse.Namespace) -> int:
         if args.json:
             _out(json.dumps({"topic": topic, "summary": None, "items": []}, ensure_ascii=False))
         else:
-            related = _topics(index, topic)
+            related = _topics(index, parse_query(topic).content)
             also = f" or a related topic{related}" if related else ""
             said = f"nothing in the archive is about {_echo(topic)}: try broader words{also}"
             _out(_nothing_found(store, said))
