@@ -73,7 +73,7 @@ _HERE = re.compile(r"\b(?:(?:in|on|for)\s+)?(?:here|this\s+channel)\b", re.I)
 _REPLACE = re.compile(r"^\s*(?:and\s+)?(?:what|how)\s+about\b", re.I)
 _NARROW = re.compile(r"^\s*(?:and|also|plus|only|just|but|now|then|same|ok|okay)\b", re.I)
 _FILTER_TOKEN = re.compile(r"(?:since|until|type|authors?):(?:\"[^\"]*\"?|“[^”]*”?|\S*)", re.I)
-_QUOTED = re.compile(r"\"[^\"]*\"|“[^”]*”")
+_QUOTED = re.compile(r"(?:(?<!\S)-)?(?:\"[^\"]*\"|“[^”]*”)")  # a phrase, or one to leave out: -"hey siri"
 _WORD = re.compile(r"\w", re.UNICODE)
 _STRIP = "?!.,;:()[]{}'\"“”‘’*_~`"
 # Question words, filler and words every item shares are dropped from the topic (bot.search.words.FILLER).
@@ -293,9 +293,10 @@ def topic_words(text: str) -> list[str]:
         kept.append(match.group(0))
     text = _FILTER_TOKEN.sub(" ", text)
     for match in _QUOTED.finditer(text):
-        quoted = " ".join(match.group(0).strip("\"“”").split())
+        minus = "-" if match.group(0).startswith("-") else ""
+        quoted = " ".join(match.group(0).lstrip("-").strip("\"“”").split())
         if _WORD.search(quoted):
-            kept.append(f'"{quoted.lower()}"')
+            kept.append(f'{minus}"{quoted.lower()}"')
     text = _QUOTED.sub(" ", text)
     raws = text.split()
     forms = glossary.plain_words([raw.strip(_STRIP) for raw in raws])  # "on the phone": a plain form's words

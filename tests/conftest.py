@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from bot.store import Store, open_store
+from tests.fakes.archive import corpus_items
 from tests.fakes.slack_api import FakeSlack
 
 PG_URL = os.environ.get("TEST_DATABASE_URL", "").strip()
@@ -114,6 +115,13 @@ def store(database_url: str) -> Iterator[Store]:
     s.migrate()
     yield s
     s.close()
+
+
+@pytest.fixture
+def corpus(store: Store) -> Store:
+    """The store on each backend in turn, holding the 72 real posts (tests/data/apple_ml_corpus.json)."""
+    store.add_items(corpus_items())
+    return store
 
 
 # --- the local Slack Web API (tests/fakes/slack_api.py) --------------------------------------------------

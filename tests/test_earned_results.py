@@ -21,26 +21,17 @@ from bot.models import Item
 from bot.search import glossary, keywords
 from bot.search import hybrid as blend
 from bot.search.analysis import terms
-from bot.search.embed import StaticModel
 from bot.search.index import UNCLOSED_NOTE, SearchIndex, absent
 from bot.search.query import parse_query, search
 from bot.search.related import find_item, related
 from bot.search.words import form_of
 from bot.store import Store
 from bot.summarize import Summarizer
-from tests.fakes.archive import corpus_items
-
-MODEL = StaticModel.bundled()
-
-
-@pytest.fixture
-def corpus(store: Store) -> Store:
-    store.add_items(corpus_items())
-    return store
+from tests.fakes.archive import corpus_index, corpus_items
 
 
 def hybrid(store: Store) -> SearchIndex:
-    return SearchIndex(store, model=lambda: MODEL)
+    return corpus_index(store)
 
 
 def text_of(item: Item) -> str:

@@ -16,24 +16,11 @@ from bot.config import Settings
 from bot.models import Item
 from bot.search import glossary
 from bot.search.analysis import terms
-from bot.search.embed import StaticModel
 from bot.search.index import SearchIndex
 from bot.search.query import search
 from bot.search.words import FILLER
 from bot.store import Store
-from tests.fakes.archive import corpus_items
-
-MODEL = StaticModel.bundled()
-
-
-@pytest.fixture
-def corpus(store: Store) -> Store:
-    store.add_items(corpus_items())
-    return store
-
-
-def index_of(store: Store, meaning: bool) -> SearchIndex:
-    return SearchIndex(store, model=lambda: MODEL) if meaning else SearchIndex(store)
+from tests.fakes.archive import corpus_index
 
 
 def titles(index: SearchIndex, text: str, limit: int = 3) -> list[str]:
@@ -49,14 +36,14 @@ def titles(index: SearchIndex, text: str, limit: int = 3) -> list[str]:
 ])
 def test_plain_words_find_the_post_the_fields_term_names_first(corpus: Store, meaning: bool, typed: str,
                                                                 first: str) -> None:
-    found = titles(index_of(corpus, meaning), typed)
+    found = titles(corpus_index(corpus, meaning), typed)
     assert found and found[0].startswith(first), found
 
 
 @pytest.mark.parametrize("meaning", [False, True])
 def test_a_wake_word_finds_every_voice_trigger_post_before_anything_else(corpus: Store, meaning: bool
                                                                          ) -> None:
-    found = titles(index_of(corpus, meaning), "wake word detection")
+    found = titles(corpus_index(corpus, meaning), "wake word detection")
     assert all("Voice Trigger" in title for title in found), found
     assert len(found) == 3
 
@@ -67,7 +54,7 @@ def test_making_models_smaller_means_model_compression_not_image_compression(cor
                                                                              ) -> None:
     """"Make models smaller" is searched as quantization and *model* compression: the post on compressing
     photos ("Learned Image Compression") holds the word compression but is not about models."""
-    found = titles(index_of(corpus, meaning), "how do they make models smaller for phones", 10)
+    found = titles(corpus_index(corpus, meaning), "how do they make models smaller for phones", 10)
     assert found, found
     assert not any("Image Compression" in title for title in found), found
     assert glossary.shown(glossary.expand(["make", "models", "smaller"])) == \
@@ -78,7 +65,7 @@ def test_making_models_smaller_means_model_compression_not_image_compression(cor
 def test_chat_shorthand_is_also_searched_as_the_word_it_shortens(corpus: Store, meaning: bool) -> None:
     """No post writes "eval": until 2026-12-05 it was a word no item holds, and "eval of assistants" found
     nothing by its words. The glossary's plain words say it means evaluation, as "info" information."""
-    services = Services(store=corpus, settings=Settings(), index=index_of(corpus, meaning))
+    services = Services(store=corpus, settings=Settings(), index=corpus_index(corpus, meaning))
     found = search(services.index, "eval of assistants", 10)
     assert [h.item.title.split(":")[0] for h in found.hits] == ["VSAS-Bench", "ToolSandbox"]
     assert not any(h.by_meaning for h in found.hits) and not found.missing
@@ -89,14 +76,14 @@ def test_chat_shorthand_is_also_searched_as_the_word_it_shortens(corpus: Store, 
 
 
 def test_a_plain_word_no_post_holds_still_finds_its_post_by_meaning(corpus: Store) -> None:
-    found = search(index_of(corpus, True), "help for people who stammer", 5)
+    found = search(corpus_index(corpus, True), "help for people who stammer", 5)
     assert [h.item.title for h in found.hits][:1] == \
         ["Analysis and Tuning of a Voice Assistant System for Dysfluent Speech"]
 
 
 def test_the_reply_says_what_the_plain_words_were_searched_as(corpus: Store) -> None:
     reply = handle(Invocation(text="search describing photos", team_id="T1", channel_id="C1", user_id="U1"),
-                   Services(store=corpus, settings=Settings(), index=index_of(corpus, True)))
+                   Services(store=corpus, settings=Settings(), index=corpus_index(corpus, True)))
     shown = json.dumps(reply.blocks, ensure_ascii=False)
     assert "Also searched: “describing photos” as image captioning" in shown
     assert "BalCapRL" in str(reply.blocks)
@@ -108,7 +95,7 @@ def test_a_question_in_slack_keeps_the_filler_words_a_plain_form_is_made_of(corp
     today = date(2026, 12, 3)
     asked = understand("<@U0BOT> has apple published anything on dictation on the phone?", now=today)
     assert asked.command() == "search dictation on the phone"  # "on the phone": on-device
-    found = titles(index_of(corpus, meaning), asked.command().removeprefix("search "))
+    found = titles(corpus_index(corpus, meaning), asked.command().removeprefix("search "))
     assert found[:1] == ["Application-Agnostic Language Modeling for On-Device ASR"], found
     photos = understand("how does the phone know what is in my photos?", now=today)
     assert photos.command() == "search phone what is in my photos"

@@ -56,7 +56,7 @@ from bot.models import SearchHit
 from bot.search import glossary
 from bot.search.embed import unit
 from bot.search.engine import Snapshot, hits_of, ids_of, keyword_scores, listed
-from bot.search.keywords import Words, combined, filter_clauses
+from bot.search.keywords import Words, combined, filter_clauses, without_query
 from bot.search.query import Query
 from bot.store import Store
 
@@ -185,9 +185,10 @@ def _standing(similarity: float, mean: float, spread: float) -> float:
 
 
 def _allowed(snapshot: Snapshot, vectors: Vectors, query: Query) -> np.ndarray | None:
-    """The items the query's filters allow, as a boolean array in `vectors.ids` order (None: all)."""
+    """The items the query's filters allow and its words typed after a minus do not rule out, as a boolean
+    array in `vectors.ids` order (None: all)."""
     filters = query.filters
-    if not (filters.since or filters.until or filters.kind or filters.authors):
+    if not (filters.since or filters.until or filters.kind or filters.authors or query.without):
         return None
     mask = np.ones(len(vectors.ids), dtype=bool)
     if filters.since:
@@ -199,7 +200,15 @@ def _allowed(snapshot: Snapshot, vectors: Vectors, query: Query) -> np.ndarray |
         mask &= vectors.kinds == filters.kind
     if filters.authors:
         clauses = filter_clauses(Query((), False, replace(filters, since=None, until=None, kind=None)))
-        found = snapshot.searcher.search(combined(clauses), len(snapshot.entries) or 1, count=False).hits
-        ids = set(ids_of(snapshot, [address for _, address in found]))
-        mask &= np.array([item_id in ids for item_id in vectors.ids], dtype=bool)
+        mask &= _held(snapshot, vectors, combined(clauses))
+    left_out = without_query(query)
+    if left_out is not None:  # an item holding a word typed after a minus is no match by meaning either
+        mask &= ~_held(snapshot, vectors, left_out)
     return mask
+
+
+def _held(snapshot: Snapshot, vectors: Vectors, query: tantivy.Query) -> np.ndarray:
+    """Whether each item matches `query`, as a boolean array in `vectors.ids` order."""
+    found = snapshot.searcher.search(query, len(snapshot.entries) or 1, count=False).hits
+    ids = set(ids_of(snapshot, [address for _, address in found]))
+    return np.array([item_id in ids for item_id in vectors.ids], dtype=bool)

@@ -165,6 +165,7 @@ def spelled(snapshot: Snapshot, query: Query, store: Store) -> tuple[Query, str 
         text = re.sub(rf"(?<!\w){re.escape(wrong)}(?!\w)", right, text, flags=re.IGNORECASE)
     shown = [fixed.get(w, w) for w in loose if terms(w)]
     shown += ['"' + " ".join(phrase) + '"' for phrase in query.phrases if any(terms(w) for w in phrase)]
+    shown += ["-" + (words[0] if len(words) == 1 else '"' + " ".join(words) + '"') for words in query.without]
     typed_right = replace(query, terms=tuple(dict.fromkeys(fixed.get(t, t) for t in query.terms)),
                           content=tuple(dict.fromkeys(fixed.get(t, t) for t in query.content)), text=text,
                           prefix_last=query.prefix_last and query.terms[-1] not in fixed)
@@ -396,5 +397,21 @@ def filter_clauses(query: Query) -> list[tuple[tantivy.Occur, tantivy.Query]]:
         if not words:
             return [(tantivy.Occur.Must, tantivy.Query.boolean_query([]))]
         clauses.append((tantivy.Occur.Must, _phrase(words, ("authors",))))
+    left_out = without_query(query)
+    if left_out is not None:
+        clauses.append((tantivy.Occur.MustNot, left_out))
     # Filters select, they do not score.
     return [(occur, tantivy.Query.const_score_query(q, 0.0)) for occur, q in clauses]
+
+
+def without_query(query: Query) -> tantivy.Query | None:
+    """The items holding any word or phrase typed after a minus (`Query.without`), in any text field, matched
+    as a quoted phrase is (stemmed, never as a prefix nor corrected); None when there is none."""
+    phrases = []
+    for typed in query.without:
+        words: list[str | tuple[int, str]] = [t for w in typed for t in terms(w)]
+        if words:
+            phrases.append(_phrase(words, tuple(name for name, _ in TEXT_FIELDS)))
+    if not phrases:
+        return None
+    return phrases[0] if len(phrases) == 1 else tantivy.Query.boolean_query([(SHOULD, p) for p in phrases])

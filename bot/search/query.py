@@ -8,12 +8,15 @@
     search(index, "captioning", limit=5) -> Found(hits=[SearchHit, ...], searched_for=None)
     parse_query('author:"Jane Doe" diffusion')  -> items by Jane Doe matching diffusion (authors are searched
                                                    too; author: alone lists that author's items newest first)
+    parse_query('siri -privacy -"speech synthesis"') -> Query(terms=["siri"],
+                                                         without=[("privacy",), ("speech", "synthesis")])
 
-Terms are words only (operators, `*`, `-`, emoji become separators); words in "double quotes" (or Slack's
-smart quotes) are also a phrase; a quote mark left open quotes nothing (its words are loose, and `unclosed`
-says so). bot.search.keywords builds the engine's query from these parts with
-tantivy's query constructors, so no input can be a syntax error. Too long or empty input raises
-`SearchError` with a one-line message.
+Terms are words only (operators, `*`, a hyphen, emoji become separators); words in "double quotes" (or
+Slack's smart quotes) are also a phrase; a quote mark left open quotes nothing (its words are loose, and
+`unclosed` says so). A word or quoted phrase typed right after a minus that starts a word (`-privacy`,
+`-"hey siri"`, as in Slack's own search) is left out: no item holding it is listed, and it is not searched
+for. bot.search.keywords builds the engine's query from these parts with tantivy's query constructors, so
+no input can be a syntax error. Too long or empty input raises `SearchError` with a one-line message.
 """
 
 from __future__ import annotations
@@ -42,6 +45,9 @@ _FILTER = re.compile(r"(?<!\S)(since|until|type):(\S*)", re.IGNORECASE)
 _PHRASE = re.compile(r"\"([^\"]*)\"|“([^”]*)”")
 _QUOTE_MARK = re.compile(r"[\"“”]")
 _PHRASE_OR_MARK = re.compile(f"{_PHRASE.pattern}|{_QUOTE_MARK.pattern}")  # a closed phrase, else a lone mark
+# A word (its hyphenated parts too: -on-device) or a quoted phrase right after a minus at the start of a word.
+_WITHOUT = re.compile(r"(?<!\S)-(?:\"([^\"]*)\"|“([^”]*)”|([^\W_][\w'’-]*))")
+_PHRASE_OR_WITHOUT = re.compile(f"{_PHRASE.pattern}|{_WITHOUT.pattern}")  # a phrase's minus is its own
 _AUTHOR = re.compile(r"(?<!\S)authors?:(?:\"([^\"]*)\"?|“([^”]*)”?|(\S*))", re.IGNORECASE)
 MAX_AUTHORS = 5
 KIND_ALIASES = {
@@ -64,6 +70,8 @@ class Query:
     cut: bool = False  # the text was longer than MAX_QUERY_CHARS: its first words were searched
     unclosed: bool = False  # a quote mark was left open: its words were searched loose
     left_out: tuple[str, ...] = ()  # quoted phrases of only common words ("of the"), searched loose
+    without: tuple[tuple[str, ...], ...] = ()  # the words of each word or phrase typed after a minus: items
+    # holding one are left out
 
     def __post_init__(self) -> None:
         if not self.content and self.terms:
@@ -96,7 +104,7 @@ def parse_query(text: str, *, every_word: bool = False) -> Query:
             if kind is None:
                 raise SearchError(f"type: must be paper or update, got {value[:20]!r}.")
     authors = _authors(text)
-    rest = _CLITIC.sub("", _FILTER.sub(" ", _AUTHOR.sub(" ", text)))
+    rest, without = _without(_CLITIC.sub("", _FILTER.sub(" ", _AUTHOR.sub(" ", text))))
     words = [w.lower() for w in _WORD.findall(rest)]
     unique = list(dict.fromkeys(w for w in words if w != "_"))[:MAX_TERMS]
     phrases = []
@@ -110,9 +118,13 @@ def parse_query(text: str, *, every_word: bool = False) -> Query:
     unclosed = bool(_QUOTE_MARK.search(_PHRASE.sub(" ", rest)))
     since, until = dates.get("since"), dates.get("until")
     if not unique and not authors and not (since or until):
+        if without:
+            raise SearchError("Type some words to search for beside those to leave out, for example: search "
+                              "siri -privacy")
         raise SearchError("Type some words to search for, for example: search image captioning")
     if not unique:
-        return Query((), False, SearchFilters(since=since, until=until, kind=kind, authors=authors), cut=cut)
+        return Query((), False, SearchFilters(since=since, until=until, kind=kind, authors=authors), cut=cut,
+                     without=without)
     # A prefix match on the last word (as typed, not followed by a space), once it is long enough to mean it,
     # unless it is an abbreviation, meant whole.
     prefix_last = bool(rest) and bool(_WORD.search(rest[-1])) and len(words[-1]) >= MIN_PREFIX_CHARS \
@@ -125,7 +137,24 @@ def parse_query(text: str, *, every_word: bool = False) -> Query:
     worth = content(loose, question)
     kept = tuple(unique) if every_word else tuple(w for w in unique if w in in_phrases or w in worth)
     return Query(tuple(unique), prefix_last, filters, tuple(phrases[:MAX_TERMS]), typed, kept, cut, unclosed,
-                 tuple(dict.fromkeys(left_out)))
+                 tuple(dict.fromkeys(left_out)), without)
+
+
+def _without(text: str) -> tuple[str, tuple[tuple[str, ...], ...]]:
+    """`text` without the words and phrases typed after a minus (`_WITHOUT`; a minus inside a closed quoted
+    phrase is the phrase's), and their words, lower-cased, each once, at most MAX_TERMS."""
+    left: list[tuple[str, ...]] = []
+
+    def taken(found: re.Match[str]) -> str:
+        if not found.group(0).startswith("-"):
+            return found.group(0)  # a quoted phrase, kept whole
+        words = tuple(w.lower() for w in _WORD.findall("".join(g or "" for g in found.groups()[2:]))
+                      if w != "_")
+        if words and words not in left:
+            left.append(words)
+        return " "
+
+    return _PHRASE_OR_WITHOUT.sub(taken, text), tuple(left[:MAX_TERMS])
 
 
 def without_open_quote(text: str) -> str:

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from functools import cache
 from pathlib import Path
 
 from bot import feed
 from bot.models import Item, Validators
 from bot.route import ingest
+from bot.search.embed import StaticModel
+from bot.search.index import SearchIndex
 from bot.store import SQLiteStore, Store
 
 DATA = Path(__file__).resolve().parent.parent / "data"
@@ -28,6 +31,17 @@ def corpus_items() -> list[Item]:
                           summary=post["abstract"], published=published, kind=feed.kind_of(post["link"]),
                           authors=tuple(post["authors"])))
     return items
+
+
+@cache
+def bundled_model() -> StaticModel:
+    """The bundled embedding model, loaded once for every test that searches by meaning."""
+    return StaticModel.bundled()
+
+
+def corpus_index(store: Store, meaning: bool = True) -> SearchIndex:
+    """A search index of `store`, by meaning with the bundled model (or by keywords only)."""
+    return SearchIndex(store, model=bundled_model) if meaning else SearchIndex(store)
 
 
 def fixture_items(path: Path = ARCHIVE) -> list[Item]:
