@@ -295,10 +295,10 @@ class SearchIndex:
         clauses = [] if text is None else [(tantivy.Occur.Must, text)]
         clauses += filter_clauses(query)
         expanded = glossary.shown(expansions)
-        dated = query.filters.since or query.filters.until
+        selects = query.filters.since or query.filters.until or query.filters.kind  # ... alone, newest first
         told = _notes(CUT_NOTE if query.cut else None, UNCLOSED_NOTE if query.unclosed else None,
                       left_out(query.left_out) if query.left_out else None)
-        if not clauses or (text is None and not query.filters.authors and not dated):
+        if not clauses or (text is None and not query.filters.authors and not selects):
             return Found([], searched_for, expanded, told, 0, words.absent)
         keyword = combined(clauses)
         if text is None:  # filters only: the newest items they select

@@ -11,12 +11,13 @@
     parse_query('siri -privacy -"speech synthesis"') -> Query(terms=["siri"],
                                                          without=[("privacy",), ("speech", "synthesis")])
 
-Terms are words only (operators, `*`, a hyphen, emoji become separators); words in "double quotes" (or
-Slack's smart quotes) are also a phrase; a quote mark left open quotes nothing (its words are loose, and
-`unclosed` says so). A word or quoted phrase typed right after a minus that starts a word (`-privacy`,
-`-"hey siri"`, as in Slack's own search) is left out: no item holding it is listed, and it is not searched
-for. bot.search.keywords builds the engine's query from these parts with tantivy's query constructors, so
-no input can be a syntax error. Too long or empty input raises `SearchError` with a one-line message.
+Terms are words only (operators, a hyphen, an underscore, emoji become separators; a star after the last word
+asks for every word it starts: `priv*`); words in "double quotes" (or Slack's smart quotes) are also a phrase;
+a quote mark left open quotes nothing (its words are loose, and `unclosed` says so). A word or quoted phrase
+typed right after a minus that starts a word (`-privacy`, `-"hey siri"`, as in Slack's own search) is left
+out: no item holding it is listed, and it is not searched for. bot.search.keywords builds the engine's query
+from these parts with tantivy's query constructors, so no input can be a syntax error. Too long or empty input
+raises `SearchError` with a one-line message.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ MAX_TERMS = 16
 MAX_LIMIT = 100
 MIN_PREFIX_CHARS = 3
 
-_WORD = re.compile(r"\w+", re.UNICODE)
+_WORD = re.compile(r"[^\W_]+")  # an underscore joins no words: image_captioning is image captioning
+_STARRED = re.compile(r"[^\W_]\*+\s*$")  # a last word typed with a star (priv*) asks for a prefix
 # An English clitic ("someone else's", "don't", "who've"): dropped, so it never becomes a word of its own
 # ("s", "t") and the word it leans on is searched as itself ("apple's" is "apple"; "don" is filler).
 _CLITIC = re.compile(r"(?<=[^\W\d_])['’](?:s|t|m|re|ve|ll|d)(?![^\W_])", re.IGNORECASE)
@@ -117,7 +119,7 @@ def parse_query(text: str, *, every_word: bool = False) -> Query:
             phrases.append(quoted)
     unclosed = bool(_QUOTE_MARK.search(_PHRASE.sub(" ", rest)))
     since, until = dates.get("since"), dates.get("until")
-    if not unique and not authors and not (since or until):
+    if not unique and not authors and not (since or until or kind):
         if without:
             raise SearchError("Type some words to search for beside those to leave out, for example: search "
                               "siri -privacy")
@@ -126,9 +128,10 @@ def parse_query(text: str, *, every_word: bool = False) -> Query:
         return Query((), False, SearchFilters(since=since, until=until, kind=kind, authors=authors), cut=cut,
                      without=without)
     # A prefix match on the last word (as typed, not followed by a space), once it is long enough to mean it,
-    # unless it is an abbreviation, meant whole.
-    prefix_last = bool(rest) and bool(_WORD.search(rest[-1])) and len(words[-1]) >= MIN_PREFIX_CHARS \
-        and not glossary.is_abbreviation(_WORD.findall(rest)[-1])
+    # unless it is an abbreviation, meant whole; a star after it asks for one, even after an abbreviation.
+    prefix_last = len(words[-1]) >= MIN_PREFIX_CHARS and (
+        bool(_STARRED.search(rest))
+        or bool(_WORD.search(rest[-1])) and not glossary.is_abbreviation(_WORD.findall(rest)[-1]))
     filters = SearchFilters(since=since, until=until, kind=kind, authors=authors)
     typed = " ".join(_WORD.findall(rest))[:MAX_QUERY_CHARS]
     in_phrases = {w for phrase in phrases for w in phrase}

@@ -1,7 +1,15 @@
-"""A word or quoted phrase typed after a minus is left out, as in Slack's own search: `siri -privacy` lists
-the Siri posts that never say privacy. Until 2026-12-06 the minus was a separator, so `siri -privacy`
-searched for Siri *and* privacy, and listed the posts it was typed to leave out. On both stores, with the 72
-real posts."""
+"""What people type in Slack's and the web's search boxes does what it does there. On both stores, with the
+72 real posts; each failed before 2026-12-06:
+
+- a word or quoted phrase typed after a minus is left out: `siri -privacy` lists the Siri posts that never
+  say privacy (the minus was a separator, so it searched for Siri *and* privacy, and listed the posts it was
+  typed to leave out);
+- a star after the last word asks for every word it starts: `priv*` (the star was a separator, and *priv*
+  a word no item holds);
+- an underscore joins no words: `image_captioning` is `image captioning` (it was one word, and listed 13
+  items, most of them only about images);
+- `type:paper` or `type:update` alone lists the newest of that kind, as `since:` and `author:` alone do (it
+  asked for words)."""
 
 from __future__ import annotations
 
@@ -18,7 +26,7 @@ from bot.models import Item
 from bot.search.index import Found
 from bot.search.query import Query, parse_query, search
 from bot.store import Store
-from tests.fakes.archive import corpus_index
+from tests.fakes.archive import corpus_index, corpus_items
 
 
 def holds(item: Item, pattern: str) -> bool:
@@ -110,3 +118,35 @@ def test_a_question_keeps_what_it_leaves_out() -> None:
     said = understand('what has Apple published on siri -privacy -"hey siri"?', None, now=date(2026, 12, 6))
     asked: Query = parse_query(said.query)
     assert asked.terms == ("siri",) and set(asked.without) == {("privacy",), ("hey", "siri")}
+
+
+@pytest.mark.parametrize("meaning", [False, True])
+def test_a_star_after_the_last_word_asks_for_every_word_it_starts(corpus: Store, meaning: bool) -> None:
+    index = corpus_index(corpus, meaning)
+    starred = search(index, "priv*", 100)
+    assert starred.hits and starred.missing == ()
+    assert all(holds(hit.item, r"\bpriv") for hit in starred.hits if not hit.by_meaning)
+    assert {"Learning with Privacy at Scale", "Learning Iconic Scenes with Differential Privacy"} \
+        <= set(titles(starred))
+    assert any(holds(hit.item, r"\bprivate\b") for hit in starred.hits)
+    assert parse_query("priv* ").prefix_last and parse_query("SER*").prefix_last  # an abbreviation too
+    assert not parse_query("SER").prefix_last and not parse_query("pr*").prefix_last
+
+
+@pytest.mark.parametrize("meaning", [False, True])
+def test_an_underscore_joins_no_words(corpus: Store, meaning: bool) -> None:
+    index = corpus_index(corpus, meaning)
+    assert parse_query("image_captioning").terms == ("image", "captioning")
+    assert titles(search(index, "image_captioning", 100)) == titles(search(index, "image captioning", 100))
+
+
+@pytest.mark.parametrize("meaning", [False, True])
+def test_a_type_alone_lists_the_newest_of_that_kind(corpus: Store, meaning: bool) -> None:
+    index = corpus_index(corpus, meaning)
+    for typed, kind in (("type:update", "update"), ("type:paper", "research")):
+        found = search(index, typed, 5)
+        made = sorted((i for i in corpus_items() if i.kind == kind), key=lambda i: (i.published, i.id),
+                      reverse=True)
+        assert [hit.item.published for hit in found.hits] == [i.published for i in made[:5]]
+        assert all(hit.item.kind == kind for hit in found.hits)
+        assert found.total == len(made)
