@@ -108,11 +108,11 @@ def parse_query(text: str, *, every_word: bool = False) -> Query:
     authors = _authors(text)
     rest, without = _without(_CLITIC.sub("", _FILTER.sub(" ", _AUTHOR.sub(" ", text))))
     words = [w.lower() for w in _WORD.findall(rest)]
-    unique = list(dict.fromkeys(w for w in words if w != "_"))[:MAX_TERMS]
+    unique = list(dict.fromkeys(words))[:MAX_TERMS]
     phrases = []
     left_out: list[str] = []
     for groups in _PHRASE.findall(rest):
-        quoted = tuple(w.lower() for w in _WORD.findall("".join(groups)) if w != "_")
+        quoted = tuple(w.lower() for w in _WORD.findall("".join(groups)))
         if quoted and all(w in STOPWORDS for w in quoted):  # "of the" says nothing: its words stay loose
             left_out.append(" ".join(quoted))
         elif len(quoted) > 1 and all(w in unique for w in quoted) and quoted not in phrases:
@@ -151,8 +151,7 @@ def _without(text: str) -> tuple[str, tuple[tuple[str, ...], ...]]:
     def taken(found: re.Match[str]) -> str:
         if not found.group(0).startswith("-"):
             return found.group(0)  # a quoted phrase, kept whole
-        words = tuple(w.lower() for w in _WORD.findall("".join(g or "" for g in found.groups()[2:]))
-                      if w != "_")
+        words = tuple(w.lower() for w in _WORD.findall("".join(g or "" for g in found.groups()[2:])))
         if words and words not in left:
             left.append(words)
         return " "
