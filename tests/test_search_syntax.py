@@ -71,9 +71,8 @@ def test_no_result_holds_a_word_typed_after_a_minus(corpus: Store, meaning: bool
         assert titles(left) == [t for hit in everything.hits if not holds(hit.item, r"\bprivacy\b")
                                 for t in [hit.item.title]]
     phrase = search(index, 'siri -"hey siri"', 100)
+    # only the phrase is left out: every item found holds "siri", so leaving out its words would leave none
     assert phrase.hits and not any(holds(hit.item, r"\bhey\W+siri\b") for hit in phrase.hits)
-    assert any(holds(hit.item, r"\bhey\b") for hit in phrase.hits) or \
-        any(holds(hit.item, r"\bsiri\b") for hit in phrase.hits)  # only the phrase is left out
 
 
 def test_an_item_close_in_meaning_alone_is_left_out_too(corpus: Store) -> None:

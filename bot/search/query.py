@@ -48,7 +48,7 @@ _PHRASE = re.compile(r"\"([^\"]*)\"|“([^”]*)”")
 _QUOTE_MARK = re.compile(r"[\"“”]")
 _PHRASE_OR_MARK = re.compile(f"{_PHRASE.pattern}|{_QUOTE_MARK.pattern}")  # a closed phrase, else a lone mark
 # A word (its hyphenated parts too: -on-device) or a quoted phrase right after a minus at the start of a word.
-_WITHOUT = re.compile(r"(?<!\S)-(?:\"([^\"]*)\"|“([^”]*)”|([^\W_][\w'’-]*))")
+_WITHOUT = re.compile(r"(?<!\S)-(?:\"[^\"]*\"|“[^”]*”|[^\W_][\w'’-]*)")
 _PHRASE_OR_WITHOUT = re.compile(f"{_PHRASE.pattern}|{_WITHOUT.pattern}")  # a phrase's minus is its own
 _AUTHOR = re.compile(r"(?<!\S)authors?:(?:\"([^\"]*)\"?|“([^”]*)”?|(\S*))", re.IGNORECASE)
 MAX_AUTHORS = 5
@@ -151,7 +151,7 @@ def _without(text: str) -> tuple[str, tuple[tuple[str, ...], ...]]:
     def taken(found: re.Match[str]) -> str:
         if not found.group(0).startswith("-"):
             return found.group(0)  # a quoted phrase, kept whole
-        words = tuple(w.lower() for w in _WORD.findall("".join(g or "" for g in found.groups()[2:])))
+        words = tuple(w.lower() for w in _WORD.findall(found.group(0)))  # the minus and quotes are no words
         if words and words not in left:
             left.append(words)
         return " "
