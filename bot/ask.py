@@ -7,7 +7,8 @@
     understood.command()  -> "search speech recognition \"on-device\" since:2026-01-01" (a /mlresearch text)
     understood.describe() -> what was searched for, in words a person can correct
 
-Slack's markup (`<@U…>` mentions, `<!here>`, `<#C…>`, links) is dropped (a link keeps its label), then
+Slack's markup (`<@U…>` mentions, `<!here>`, `<#C…>`, links) is dropped (a link keeps its label, or else its
+address: a post's link is searched as the item at it), then
 - time phrases become date filters: "today", "yesterday", "this/last week|month|year", "the past N days",
   "in 2025", "since March", "in March 2025", "before 2024", "until 2025-06-30" (`since:`/`until:`);
 - a message starting with a settings subcommand ("subscribe", "follow", "status"...) gets a pointer to
@@ -73,6 +74,7 @@ _HERE = re.compile(r"\b(?:(?:in|on|for)\s+)?(?:here|this\s+channel)\b", re.I)
 _REPLACE = re.compile(r"^\s*(?:and\s+)?(?:what|how)\s+about\b", re.I)
 _NARROW = re.compile(r"^\s*(?:and|also|plus|only|just|but|now|then|same|ok|okay)\b", re.I)
 _FILTER_TOKEN = re.compile(r"(?:since|until|type|authors?):(?:\"[^\"]*\"?|“[^”]*”?|\S*)", re.I)
+_LINK_TOKEN = re.compile(r"(?<!\S)https?://[^\s<>]+", re.I)  # an address: search lists the item at it
 _QUOTED = re.compile(r"(?:(?<!\S)-)?(?:\"[^\"]*\"|“[^”]*”)")  # a phrase, or one to leave out: -"hey siri"
 _WORD = re.compile(r"\w", re.UNICODE)
 _STRIP = "?!.,;:()[]{}'\"“”‘’*_~`"
@@ -270,13 +272,16 @@ def _fit(words: list[str], older: int, since: date | None, until: date | None) -
 
 
 def clean(text: str) -> str:
-    """The message as a person reads it: Slack's markup dropped (a link keeps its label), control characters
-    and bidirectional overrides made spaces (of the first 2 * MAX_TEXT characters)."""
+    """The message as a person reads it: Slack's markup dropped (a link keeps its label, or else its
+    address), control characters and bidirectional overrides made spaces (of the first 2 * MAX_TEXT
+    characters)."""
     def markup(match: re.Match[str]) -> str:
         target, label = match.group(1), match.group(2)
         if target.startswith(("@", "!", "#")):
             return " "
-        return f" {label} " if label else " "
+        if label:
+            return f" {label} "
+        return f" {target} " if _LINK_TOKEN.match(target) else " "  # a link pasted in: its address
 
     text = _MARKUP.sub(markup, text[: MAX_TEXT * 2])
     text = text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
@@ -292,6 +297,9 @@ def topic_words(text: str) -> list[str]:
     for match in _FILTER_TOKEN.finditer(text):
         kept.append(match.group(0))
     text = _FILTER_TOKEN.sub(" ", text)
+    for match in _LINK_TOKEN.finditer(text):  # as written: bot.search.query looks up the item at it
+        kept.append(match.group(0))
+    text = _LINK_TOKEN.sub(" ", text)
     for match in _QUOTED.finditer(text):
         minus = "-" if match.group(0).startswith("-") else ""
         quoted = " ".join(match.group(0).lstrip("-").strip("\"“”").split())

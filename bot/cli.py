@@ -453,7 +453,11 @@ def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
     store = open_archive(settings)
     query = " ".join(args.query)
     index = SearchIndex(store, model=meaning_model(settings))
-    found = search(index, query, limit=args.limit)
+    try:
+        found = search(index, query, limit=args.limit)
+    except NothingFound as exc:  # a link not in the archive: a message (or []) and exit 0, as no results
+        _out("[]" if args.json else str(exc))
+        return EXIT_OK
     hits = found.hits
     if args.json:
         _out(_hits_json(hits))

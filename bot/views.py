@@ -47,8 +47,8 @@ Blocks = list[dict[str, Any]]
 COMMANDS: tuple[tuple[str, str, str], ...] = (  # (usage, what it does, an example)
     (
         "search <terms>",
-        'search the archive ("a phrase", -word to leave it out); filter with since:YYYY-MM-DD, '
-        "until:YYYY-MM-DD, type:paper|update, author:Name",
+        'search the archive ("a phrase", -word to leave it out, or a post\'s link); filter with '
+        "since:YYYY-MM-DD, until:YYYY-MM-DD, type:paper|update, author:Name",
         "search image captioning since:2026-01-01",
     ),
     ("summarize <topic>", "what Apple's research says about a topic, with sources", "summarize diffusion"),

@@ -186,6 +186,18 @@ def test_an_html_page_fails_with_exit_1(cwd, feed_server):
     assert_one_line_error(run(cwd, "poll", FEED_URL=url), 1, "not an RSS")
 
 
+def test_a_pasted_link_lists_the_item_at_it_and_one_not_in_the_archive_is_one_line(cwd):
+    """A link searched as words said "no item holds 'https', 'machinelearning', 'com'" (until 2026-12-06)."""
+    run(cwd, "poll", FEED_URL=str(ARCHIVE_PATH))
+    proc = run(cwd, "search", "https://machinelearning.apple.com/research/normalizing-flows/?utm_source=x")
+    assert proc.returncode == 0 and proc.stdout.splitlines()[0] == "1 result:"
+    assert "Normalizing Flows are Capable Generative Models" in proc.stdout.splitlines()[1]
+    gone = run(cwd, "search", "https://arxiv.org/abs/2401.12345")
+    assert (gone.returncode, gone.stdout, gone.stderr) == \
+        (0, "That link is not in the archive: https://arxiv.org/abs/2401.12345\n", "")
+    assert run(cwd, "search", "https://example.com/", "--json").stdout == "[]\n"
+
+
 @pytest.mark.parametrize("query", ["", "   "])
 def test_an_empty_search_is_a_one_line_usage_error(cwd, query):
     run(cwd, "poll", FEED_URL=str(RSS_PATH))

@@ -9,7 +9,9 @@
 - an underscore joins no words: `image_captioning` is `image captioning` (it was one word, and listed 13
   items, most of them only about images);
 - `type:paper` or `type:update` alone lists the newest of that kind, as `since:` and `author:` alone do (it
-  asked for words)."""
+  asked for words);
+- a link pasted in lists the item at it (it searched the address's words, and said "No item holds “https”,
+  “machinelearning”, “com”"); a link to no item searches the words of its address and says so."""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ import pytest
 from bot.ask import understand
 from bot.commands import Invocation, Services, handle
 from bot.config import Settings
-from bot.errors import SearchError
+from bot.errors import NothingFound, SearchError
 from bot.models import Item
 from bot.search.index import Found
 from bot.search.query import Query, parse_query, search
@@ -149,3 +151,62 @@ def test_a_type_alone_lists_the_newest_of_that_kind(corpus: Store, meaning: bool
         assert [hit.item.published for hit in found.hits] == [i.published for i in made[:5]]
         assert all(hit.item.kind == kind for hit in found.hits)
         assert found.total == len(made)
+
+
+EPICACHE = "https://machinelearning.apple.com/research/epicache"
+PPML = "https://machinelearning.apple.com/updates/ppml-2026"
+
+
+@pytest.mark.parametrize("meaning", [False, True])
+def test_a_pasted_link_lists_the_item_at_it(corpus: Store, meaning: bool) -> None:
+    index = corpus_index(corpus, meaning)
+    for typed in (EPICACHE, f" {EPICACHE}/?utm_source=slack ", f"<{EPICACHE}|EpiCache>", f"<{EPICACHE}>"):
+        found = search(index, typed, 10)
+        assert [hit.item.link for hit in found.hits] == [EPICACHE] and found.total == 1
+        assert not found.hits[0].by_meaning and found.note is None
+    both = search(index, f"{EPICACHE} <{PPML}> {EPICACHE}", 10)
+    assert [hit.item.link for hit in both.hits] == [EPICACHE, PPML] and both.total == 2
+
+
+@pytest.mark.parametrize("meaning", [False, True])
+def test_a_link_to_no_item_searches_the_words_of_its_address(corpus: Store, meaning: bool) -> None:
+    index = corpus_index(corpus, meaning)
+    found = search(index, "https://machinelearning.apple.com/research/image-captioning", 10)
+    assert found.note == "That link is not in the archive; searched the words of its address: image " \
+                         "captioning"
+    assert titles(found) == titles(search(index, "image captioning", 10)) != []
+    for nothing in ("https://example.com/", "https://arxiv.org/abs/2401.12345", "https://example.com/a/"):
+        with pytest.raises(NothingFound) as raised:  # no words in the address, or only common ones
+            search(index, nothing, 10)
+        assert str(raised.value) == f"That link is not in the archive: {nothing.rstrip('/')}"
+
+
+@pytest.mark.parametrize("meaning", [False, True])
+def test_a_link_among_words_is_no_word_of_the_search(corpus: Store, meaning: bool) -> None:
+    index = corpus_index(corpus, meaning)
+    among = search(index, f"privacy {EPICACHE}", 10)
+    assert titles(among) == titles(search(index, "privacy", 10)) and among.missing == ()
+
+
+def test_a_slack_search_of_a_link_shows_its_item(corpus: Store) -> None:
+    services = Services(store=corpus, settings=Settings(), index=corpus_index(corpus, True))
+    reply = handle(Invocation(text=f"search <{EPICACHE}>", team_id="T1", channel_id="C1", user_id="U1"),
+                   services)
+    assert reply.text.startswith("1 result for") and "EpiCache: Episodic KV Cache" in reply.text
+    gone = handle(Invocation(text="search https://example.com/a/", team_id="T1", channel_id="C1",
+                             user_id="U1"), services)
+    assert gone.text == "That link is not in the archive: https://example.com/a"
+
+
+def test_a_question_with_a_pasted_link_asks_about_the_item_at_it(corpus: Store) -> None:
+    """Slack sends a link in a message as <https://…>, which a question dropped: a DM of a post's link, or
+    "summarize <link>", got the help (until 2026-12-06)."""
+    index = corpus_index(corpus, True)
+    for said in (f"<@U0BOT> what is this <{EPICACHE}> about?", f"<{EPICACHE}>", f"summarize <{EPICACHE}>",
+                 f"is {EPICACHE}?"):
+        understood = understand(said, None, now=date(2026, 12, 6))
+        assert understood.action == ("summarize" if said.startswith("summarize") else "search")
+        found = search(index, understood.query, 10)
+        assert [hit.item.link for hit in found.hits] == [EPICACHE]
+    labelled = understand(f"anything on <{EPICACHE}|federated learning>", None, now=date(2026, 12, 6))
+    assert labelled.words == ("federated", "learning")  # a link with a label is its label, as it was

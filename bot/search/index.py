@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import tantivy
 
 from bot.config import Settings
-from bot.errors import BotError, SearchError, SearchUnavailable
+from bot.errors import BotError, NothingFound, SearchError, SearchUnavailable
 from bot.models import SearchHit
 from bot.search import glossary
 from bot.search.engine import Snapshot, build, newest_hits, ranked_hits
@@ -273,6 +273,8 @@ class SearchIndex:
         return glossary.suggest(words, found=found)
 
     def _search(self, snapshot: Snapshot, query: Query, limit: int, store: Store | None) -> Found:
+        if query.links:
+            return self._linked(snapshot, query, limit, store)
         found = self._ranked(snapshot, query, limit, store)
         if found.hits or not query.phrases:
             return found
@@ -282,6 +284,21 @@ class SearchIndex:
         typed = [" ".join(phrase) for phrase in query.phrases]
         meant = [(words, right) for words in typed if (right := as_spelled(snapshot, words, reader))]
         return replace(found, meant=tuple(meant))
+
+    def _linked(self, snapshot: Snapshot, query: Query, limit: int, store: Store | None) -> Found:
+        """A query of links (a post's address pasted in): the items at them; else the words of their
+        addresses, said so; else NothingFound (one line)."""
+        reader = store or self.store
+        items = [item for link in query.links if (item := reader.item_by_link(link)) is not None]
+        if items:
+            return Found([SearchHit(item, 1.0) for item in items[:limit]], total=len(items))
+        one = len(query.links) == 1
+        gone = "That link is not in the archive" if one else "Those links are not in the archive"
+        if all(term in STOPWORDS for term in query.terms):  # none, or only common words (…/a)
+            raise NothingFound(f"{gone}: {query.links[0][:100]}")
+        found = self._search(snapshot, replace(query, links=()), limit, store)
+        said = f"{gone}; searched the words of {'its' if one else 'their'} address: {query.text}"
+        return replace(found, note=_notes(said, found.note))
 
     def _ranked(self, snapshot: Snapshot, query: Query, limit: int, store: Store | None) -> Found:
         if query.terms and not query.phrases and all(t in STOPWORDS for t in query.terms):

@@ -15,9 +15,10 @@ Terms are words only (operators, a hyphen, an underscore, emoji become separator
 asks for every word it starts: `priv*`); words in "double quotes" (or Slack's smart quotes) are also a phrase;
 a quote mark left open quotes nothing (its words are loose, and `unclosed` says so). A word or quoted phrase
 typed right after a minus that starts a word (`-privacy`, `-"hey siri"`, as in Slack's own search) is left
-out: no item holding it is listed, and it is not searched for. bot.search.keywords builds the engine's query
-from these parts with tantivy's query constructors, so no input can be a syntax error. Too long or empty input
-raises `SearchError` with a one-line message.
+out: no item holding it is listed, and it is not searched for. A query of nothing but links (a post's address
+pasted in) is answered with the items at them (`links`), else the words of their addresses.
+bot.search.keywords builds the engine's query from these parts with tantivy's query constructors, so no input
+can be a syntax error. Too long or empty input raises `SearchError` with a one-line message.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from datetime import date
 from typing import Protocol, TypeVar
 
 from bot.errors import SearchError
+from bot.feed import canonical_link
 from bot.models import SearchFilters
 from bot.search import glossary
 from bot.search.words import MIN_FILLER_WORDS, STOPWORDS, content
@@ -36,6 +38,8 @@ MAX_QUERY_CHARS = 256
 MAX_TERMS = 16
 MAX_LIMIT = 100
 MIN_PREFIX_CHARS = 3
+MAX_LINKS = 5  # a query of links: the items at the first five
+MAX_LINKS_CHARS = 5_000  # links are looked for in the first 5,000 characters of a query
 
 _WORD = re.compile(r"[^\W_]+")  # an underscore joins no words: image_captioning is image captioning
 _STARRED = re.compile(r"[^\W_]\*+\s*$")  # a last word typed with a star (priv*) asks for a prefix
@@ -50,6 +54,9 @@ _PHRASE_OR_MARK = re.compile(f"{_PHRASE.pattern}|{_QUOTE_MARK.pattern}")  # a cl
 # A word (its hyphenated parts too: -on-device) or a quoted phrase right after a minus at the start of a word.
 _WITHOUT = re.compile(r"(?<!\S)-(?:\"[^\"]*\"|“[^”]*”|[^\W_][\w'’-]*)")
 _PHRASE_OR_WITHOUT = re.compile(f"{_PHRASE.pattern}|{_WITHOUT.pattern}")  # a phrase's minus is its own
+# a web address as typed (https://…) or as Slack sends one in a message (<https://…|label>)
+_LINK = re.compile(r"<(https?://[^\s|>]+)(?:\|[^>]*)?>|(?<!\S)(https?://\S+)", re.IGNORECASE)
+_AFTER_LINK = ".,;:!?)]}'\"”’"  # punctuation typed after a link (is this https://…?) is no part of it
 _AUTHOR = re.compile(r"(?<!\S)authors?:(?:\"([^\"]*)\"?|“([^”]*)”?|(\S*))", re.IGNORECASE)
 MAX_AUTHORS = 5
 KIND_ALIASES = {
@@ -74,6 +81,8 @@ class Query:
     left_out: tuple[str, ...] = ()  # quoted phrases of only common words ("of the"), searched loose
     without: tuple[tuple[str, ...], ...] = ()  # the words of each word or phrase typed after a minus: items
     # holding one are left out
+    links: tuple[str, ...] = ()  # a query of nothing but links: their canonical forms; the items at them are
+    # the answer, and the words of their addresses (`terms`) are searched when no item is at any of them
 
     def __post_init__(self) -> None:
         if not self.content and self.terms:
@@ -88,6 +97,7 @@ class Query:
 
 def parse_query(text: str, *, every_word: bool = False) -> Query:
     """`text` as a Query; `every_word` keeps filler words in `content` (a title looked up by its words)."""
+    links, text = _links(text)
     cut = len(text) > MAX_QUERY_CHARS
     if cut:  # searched up to the last whole word that fits
         text = text[: MAX_QUERY_CHARS + 1].rsplit(None, 1)[0] if " " in text[:MAX_QUERY_CHARS] \
@@ -119,6 +129,8 @@ def parse_query(text: str, *, every_word: bool = False) -> Query:
             phrases.append(quoted)
     unclosed = bool(_QUOTE_MARK.search(_PHRASE.sub(" ", rest)))
     since, until = dates.get("since"), dates.get("until")
+    if not unique and links:  # an address without words (https://example.com): the item at it, or none
+        return Query((), False, cut=cut, links=links)
     if not unique and not authors and not (since or until or kind):
         if without:
             raise SearchError("Type some words to search for beside those to leave out, for example: search "
@@ -140,7 +152,24 @@ def parse_query(text: str, *, every_word: bool = False) -> Query:
     worth = content(loose, question)
     kept = tuple(unique) if every_word else tuple(w for w in unique if w in in_phrases or w in worth)
     return Query(tuple(unique), prefix_last, filters, tuple(phrases[:MAX_TERMS]), typed, kept, cut, unclosed,
-                 tuple(dict.fromkeys(left_out)), without)
+                 tuple(dict.fromkeys(left_out)), without, links)
+
+
+def _links(text: str) -> tuple[tuple[str, ...], str]:
+    """The links in `text` and the text to search. A text of nothing but links: their canonical forms (as
+    items hold them), each once, and the words of the last part of each address (`hey siri` of
+    …/research/hey-siri, an Apple post's title words; not an arXiv number). Links among other words: none,
+    and the text without them (an address is no word of a search)."""
+    typed = [(found.group(1) or found.group(2)).rstrip(_AFTER_LINK)
+             for found in _LINK.finditer(text, 0, MAX_LINKS_CHARS)]
+    if not typed:
+        return (), text
+    rest = _LINK.sub(" ", text)
+    if rest.strip():
+        return (), rest
+    links = tuple(dict.fromkeys(link for address in typed[:MAX_LINKS] if (link := canonical_link(address))))
+    ends = (link.rsplit("/", 1)[-1].split("?")[0] if link.count("/") > 2 else "" for link in links)
+    return links, " ".join(end for end in ends if re.search(r"[^\W\d_]", end))  # words, not numbers
 
 
 def _without(text: str) -> tuple[str, tuple[tuple[str, ...], ...]]:
