@@ -5,7 +5,7 @@
   say privacy (the minus was a separator, so it searched for Siri *and* privacy, and listed the posts it was
   typed to leave out);
 - a star after the last word asks for every word it starts: `priv*` (the star was a separator, and *priv*
-  a word no item holds);
+  a word no item holds); after fewer than three letters (`pr*`) it is one line asking for more;
 - an underscore joins no words: `image_captioning` is `image captioning` (it was one word, and listed 13
   items, most of them only about images);
 - `type:paper` or `type:update` alone lists the newest of that kind, as `since:` and `author:` alone do (it
@@ -131,7 +131,22 @@ def test_a_star_after_the_last_word_asks_for_every_word_it_starts(corpus: Store,
         <= set(titles(starred))
     assert any(holds(hit.item, r"\bprivate\b") for hit in starred.hits)
     assert parse_query("priv* ").prefix_last and parse_query("SER*").prefix_last  # an abbreviation too
-    assert not parse_query("SER").prefix_last and not parse_query("pr*").prefix_last
+    assert not parse_query("SER").prefix_last
+
+
+@pytest.mark.parametrize("meaning", [False, True])
+def test_a_star_after_fewer_than_three_letters_is_one_line(corpus: Store, meaning: bool) -> None:
+    """`pr*` said "No item holds “pr”" (until 2026-12-06): the star asked for nothing, and *pr* was searched
+    as a word."""
+    for typed in ("pr*", "siri pr*", "siri p**"):
+        with pytest.raises(SearchError) as raised:
+            search(corpus_index(corpus, meaning), typed, 10)
+        short = typed.split()[-1].rstrip("*")
+        assert str(raised.value) == f"Type at least 3 letters before a star ({short}* is too short), for " \
+                                    "example: search priv*"
+    services = Services(store=corpus, settings=Settings(), index=corpus_index(corpus, meaning))
+    reply = handle(Invocation(text="search pr*", team_id="T1", channel_id="C1", user_id="U1"), services)
+    assert reply.text.startswith("Type at least 3 letters before a star") and "\n" not in reply.text
 
 
 @pytest.mark.parametrize("meaning", [False, True])

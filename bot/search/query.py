@@ -139,11 +139,14 @@ def parse_query(text: str, *, every_word: bool = False) -> Query:
     if not unique:
         return Query((), False, SearchFilters(since=since, until=until, kind=kind, authors=authors), cut=cut,
                      without=without)
+    starred = bool(_STARRED.search(rest))
+    if starred and len(words[-1]) < MIN_PREFIX_CHARS:  # pr* would be every word starting pr: too many to mean
+        raise SearchError(f"Type at least {MIN_PREFIX_CHARS} letters before a star ({words[-1][:20]}* is too "
+                          "short), for example: search priv*")
     # A prefix match on the last word (as typed, not followed by a space), once it is long enough to mean it,
     # unless it is an abbreviation, meant whole; a star after it asks for one, even after an abbreviation.
     prefix_last = len(words[-1]) >= MIN_PREFIX_CHARS and (
-        bool(_STARRED.search(rest))
-        or bool(_WORD.search(rest[-1])) and not glossary.is_abbreviation(_WORD.findall(rest)[-1]))
+        starred or bool(_WORD.search(rest[-1])) and not glossary.is_abbreviation(_WORD.findall(rest)[-1]))
     filters = SearchFilters(since=since, until=until, kind=kind, authors=authors)
     typed = " ".join(_WORD.findall(rest))[:MAX_QUERY_CHARS]
     in_phrases = {w for phrase in phrases for w in phrase}
