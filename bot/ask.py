@@ -37,7 +37,7 @@ from typing import Any
 
 from bot.blocks import corrected, escape
 from bot.search import glossary
-from bot.search.query import MAX_QUERY_CHARS, MAX_TERMS
+from bot.search.query import LINK, MAX_QUERY_CHARS, MAX_TERMS
 from bot.search.words import FILLER, GREETINGS
 
 ACTIONS = ("search", "summarize", "latest", "help")
@@ -74,7 +74,6 @@ _HERE = re.compile(r"\b(?:(?:in|on|for)\s+)?(?:here|this\s+channel)\b", re.I)
 _REPLACE = re.compile(r"^\s*(?:and\s+)?(?:what|how)\s+about\b", re.I)
 _NARROW = re.compile(r"^\s*(?:and|also|plus|only|just|but|now|then|same|ok|okay)\b", re.I)
 _FILTER_TOKEN = re.compile(r"(?:since|until|type|authors?):(?:\"[^\"]*\"?|“[^”]*”?|\S*)", re.I)
-_LINK_TOKEN = re.compile(r"(?<!\S)https?://[^\s<>]+", re.I)  # an address: search lists the item at it
 _QUOTED = re.compile(r"(?:(?<!\S)-)?(?:\"[^\"]*\"|“[^”]*”)")  # a phrase, or one to leave out: -"hey siri"
 _WORD = re.compile(r"\w", re.UNICODE)
 _STRIP = "?!.,;:()[]{}'\"“”‘’*_~`"
@@ -281,7 +280,7 @@ def clean(text: str) -> str:
             return " "
         if label:
             return f" {label} "
-        return f" {target} " if _LINK_TOKEN.match(target) else " "  # a link pasted in: its address
+        return f" {target} " if LINK.match(target) else " "  # a link pasted in: its address
 
     text = _MARKUP.sub(markup, text[: MAX_TEXT * 2])
     text = text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
@@ -297,9 +296,9 @@ def topic_words(text: str) -> list[str]:
     for match in _FILTER_TOKEN.finditer(text):
         kept.append(match.group(0))
     text = _FILTER_TOKEN.sub(" ", text)
-    for match in _LINK_TOKEN.finditer(text):  # as written: bot.search.query looks up the item at it
+    for match in LINK.finditer(text):  # as written: bot.search.query looks up the item at it
         kept.append(match.group(0))
-    text = _LINK_TOKEN.sub(" ", text)
+    text = LINK.sub(" ", text)
     for match in _QUOTED.finditer(text):
         minus = "-" if match.group(0).startswith("-") else ""
         quoted = " ".join(match.group(0).lstrip("-").strip("\"“”").split())

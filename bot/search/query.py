@@ -55,7 +55,7 @@ _PHRASE_OR_MARK = re.compile(f"{_PHRASE.pattern}|{_QUOTE_MARK.pattern}")  # a cl
 _WITHOUT = re.compile(r"(?<!\S)-(?:\"[^\"]*\"|“[^”]*”|[^\W_][\w'’-]*)")
 _PHRASE_OR_WITHOUT = re.compile(f"{_PHRASE.pattern}|{_WITHOUT.pattern}")  # a phrase's minus is its own
 # a web address as typed (https://…) or as Slack sends one in a message (<https://…|label>)
-_LINK = re.compile(r"<(https?://[^\s|>]+)(?:\|[^>]*)?>|(?<!\S)(https?://\S+)", re.IGNORECASE)
+LINK = re.compile(r"<(https?://[^\s|>]+)(?:\|[^>]*)?>|(?<!\S)(https?://\S+)", re.IGNORECASE)
 _AFTER_LINK = ".,;:!?)]}'\"”’"  # punctuation typed after a link (is this https://…?) is no part of it
 _AUTHOR = re.compile(r"(?<!\S)authors?:(?:\"([^\"]*)\"?|“([^”]*)”?|(\S*))", re.IGNORECASE)
 MAX_AUTHORS = 5
@@ -164,10 +164,10 @@ def _links(text: str) -> tuple[tuple[str, ...], str]:
     …/research/hey-siri, an Apple post's title words; not an arXiv number). Links among other words: none,
     and the text without them (an address is no word of a search)."""
     typed = [(found.group(1) or found.group(2)).rstrip(_AFTER_LINK)
-             for found in _LINK.finditer(text, 0, MAX_LINKS_CHARS)]
+             for found in LINK.finditer(text, 0, MAX_LINKS_CHARS)]
     if not typed:
         return (), text
-    rest = _LINK.sub(" ", text)
+    rest = LINK.sub(" ", text)
     if rest.strip():
         return (), rest
     links = tuple(dict.fromkeys(link for address in typed[:MAX_LINKS] if (link := canonical_link(address))))
