@@ -222,7 +222,7 @@ def cmd_search(rest: str, inv: Invocation, services: Services) -> Reply:
     typed = parse_query(found.searched_for) if found.searched_for else query
     forms = content(parse_query(found.expanded).terms) if found.expanded else []
     matcher = matcher_for_text(summaries, [*forms, *typed.content],
-                               prefix_last=typed.last_is_prefix and not found.searched_for)
+                               prefix_last=typed.last_is_prefix and not (found.searched_for or found.whole))
     reply = views.search_reply(echoed, shown, matcher, found.total, expanded=found.expanded, note=found.note)
     return _shareable(reply, found.searched_for)
 

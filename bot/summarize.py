@@ -112,6 +112,7 @@ def retrieve(index: SearchIndex, topic: str, limit: int = MAX_ITEMS) -> Retrieve
     hits = found.hits
     if found.searched_for:  # a misspelt word was searched as another: the summary quotes what was found
         terms, prefix_last = list(parse_query(found.searched_for).content), False
+    prefix_last = prefix_last and not found.whole  # "vision pro": "pro" was searched whole
     if not hits:
         return Retrieved([], terms, prefix_last, found.searched_for, found.note)
     best = hits[0].score

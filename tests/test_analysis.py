@@ -172,7 +172,7 @@ def test_what_is_highlighted_is_what_the_search_matched(tmp_path: Path) -> None:
         found = search(index, text, limit=100)
         query = parse_query(found.searched_for or text)  # a misspelt word: highlighted as corrected
         corrected += found.searched_for is not None
-        prefix_last = query.prefix_last and not found.searched_for
+        prefix_last = query.prefix_last and not (found.searched_for or found.whole)
         is_match = matcher_for_text(everything, query.terms, prefix_last=prefix_last)
         highlighted = {post["link"] for post in POSTS if is_match.among(words(searchable(post)))}
         ids = {hit.item.id for hit in found.hits}

@@ -177,7 +177,7 @@ def test_feed_text_is_escaped_and_bold_never_breaks_an_entity(services: Services
             )
         ]
     )
-    reply = ask(services, "search lt amp")  # "amp" last: a prefix, so "Ampersands" matches too
+    reply = ask(services, "search lt amp*")  # "amp*": a prefix, so "Ampersands" matches too
     body = mrkdwn(reply)
     assert_inert(body)
     assert "&lt;!channel&gt; Tom &amp; Jerry &lt;https://evil.example|click&gt;" in body

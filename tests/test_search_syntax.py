@@ -11,7 +11,9 @@
 - `type:paper` or `type:update` alone lists the newest of that kind, as `since:` and `author:` alone do (it
   asked for words);
 - a link pasted in lists the item at it (it searched the address's words, and said "No item holds “https”,
-  “machinelearning”, “com”"); a link to no item searches the words of its address and says so."""
+  “machinelearning”, “com”"); a link to no item searches the words of its address and says so;
+- without a star, a last word the archive holds is that word alone: `vision pro` lists the one post saying
+  Apple Vision Pro first (it listed CVPR 2026, which says "proud", ahead of it)."""
 
 from __future__ import annotations
 
@@ -225,3 +227,35 @@ def test_a_question_with_a_pasted_link_asks_about_the_item_at_it(corpus: Store) 
         assert [hit.item.link for hit in found.hits] == [EPICACHE]
     labelled = understand(f"anything on <{EPICACHE}|federated learning>", None, now=date(2026, 12, 6))
     assert labelled.words == ("federated", "learning")  # a link with a label is its label, as it was
+
+
+VOICE_TRIGGER = "Voice Trigger System for Siri"  # the one post saying "Apple Vision Pro"
+
+
+@pytest.mark.parametrize("meaning", [False, True])
+def test_a_word_typed_last_that_the_archive_holds_is_meant_whole(corpus: Store, meaning: bool) -> None:
+    """`vision pro` listed CVPR 2026 first (it says "vision" and "proud") and ICML 2025, ahead of the one post
+    saying Apple Vision Pro (until 2026-12-06): the last word typed stood for every word it starts. A start
+    typed on purpose still is one: a star after it, or a start no item holds as a word (`capt`)."""
+    index = corpus_index(corpus, meaning)
+    found = search(index, "vision pro", 100)
+    assert titles(found)[0] == VOICE_TRIGGER and found.whole
+    by_words = [hit.item for hit in found.hits if not hit.by_meaning]
+    assert by_words and all(holds(item, r"\bpro\b") for item in by_words)
+    starred = search(index, "vision pro*", 100)
+    assert any(holds(hit.item, r"\bproud\b") for hit in starred.hits if not hit.by_meaning)
+    assert not starred.whole
+    cut = search(index, "capt", 100)
+    assert not cut.whole and any(holds(hit.item, r"\bcaptioning\b") for hit in cut.hits if not hit.by_meaning)
+
+
+def test_a_word_meant_whole_bolds_and_quotes_no_word_it_starts(corpus: Store) -> None:
+    services = Services(store=corpus, settings=Settings(), index=corpus_index(corpus, True))
+    reply = handle(Invocation(text="search vision pro", team_id="T1", channel_id="C1", user_id="U1"),
+                   services)
+    shown = " ".join(str(block) for block in reply.blocks)
+    assert reply.text.startswith(f"2 results for “vision pro”: {VOICE_TRIGGER}") and "*Pro*" in shown
+    assert not re.search(r"\*pro\w+\*", shown, re.IGNORECASE), shown
+    summary = handle(Invocation(text="summarize vision pro", team_id="T1", channel_id="C1", user_id="U1"),
+                     services)
+    assert "Apple Vision Pro" in summary.text and not re.search(r"\bpro\w+", summary.text, re.IGNORECASE)

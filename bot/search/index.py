@@ -32,7 +32,7 @@ from bot.errors import BotError, NothingFound, SearchError, SearchUnavailable
 from bot.models import SearchHit
 from bot.search import glossary
 from bot.search.engine import Snapshot, build, newest_hits, ranked_hits
-from bot.search.keywords import as_spelled, combined, filter_clauses, spelled, text_query
+from bot.search.keywords import as_spelled, combined, filter_clauses, spelled, text_query, whole_last
 from bot.search.query import MAX_QUERY_CHARS, Query, parse_query
 from bot.search.words import STOPWORDS
 from bot.store import Store
@@ -65,6 +65,8 @@ class Found:
     missing: tuple[str, ...] = ()  # words of the query that no item holds
     meant: tuple[tuple[str, str], ...] = ()  # when nothing was found: (a quoted phrase, as search would spell
     # it) for each phrase holding a misspelt word ("image captoning", "image captioning")
+    whole: bool = False  # the last word, typed as if it might be cut short, was searched whole: a word the
+    # archive holds (keywords.whole_last), so a reply bolds no word it starts
 
 
 class SearchIndex:
@@ -275,7 +277,10 @@ class SearchIndex:
     def _search(self, snapshot: Snapshot, query: Query, limit: int, store: Store | None) -> Found:
         if query.links:
             return self._linked(snapshot, query, limit, store)
-        found = self._ranked(snapshot, query, limit, store)
+        whole = whole_last(snapshot, query)  # "vision pro": "pro" is no "proud"
+        found = self._ranked(snapshot, whole, limit, store)
+        if whole is not query:
+            found = replace(found, whole=True)
         if found.hits or not query.phrases:
             return found
         # Quotes mean the phrase as typed, so a misspelt one is searched as typed (and found nowhere); the

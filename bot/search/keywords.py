@@ -1,12 +1,14 @@
 """A parsed query (bot.search.query.Query) as tantivy's query, over the index of bot.search.engine.
 
     query, searched_for = spelled(snapshot, query, store)   # misspelt words as typed right
+    query = whole_last(snapshot, query)                     # "vision pro": "pro" meant whole, not "proud"
     as_spelled(snapshot, "image captoning", store)          # -> "image captioning" (a phrase, a keyword)
     words = text_query(snapshot, query, expansions)         # the scoring part (words.query)
     clauses = filter_clauses(query)                         # since:, until:, type:, author:
 
 Any loose word may match (OR), a quoted phrase matches as a phrase, the last word typed without a space after
-it also matches as a prefix (the most frequent MAX_PREFIX_TERMS indexed terms starting with it). A word of
+it also matches as a prefix (the most frequent MAX_PREFIX_TERMS indexed terms starting with it), unless it is
+a word the archive holds (`whole_last`: "pro" is no "proud") and no star follows it. A word of
 MIN_FUZZY_CHARS or more letters that matches no indexed term and is no common English word (`words.english`:
 "apart" is not a typo of "part") is searched fuzzily (edit distance 1; 2 when its stem has LONG_WORD_CHARS
 letters), never as a filler word ("barely" is not "are"): `spelled` puts the word found in its place
@@ -170,6 +172,20 @@ def spelled(snapshot: Snapshot, query: Query, store: Store) -> tuple[Query, str 
                           content=tuple(dict.fromkeys(fixed.get(t, t) for t in query.content)), text=text,
                           prefix_last=query.prefix_last and query.terms[-1] not in fixed)
     return typed_right, " ".join(shown)
+
+
+def whole_last(snapshot: Snapshot, query: Query) -> Query:
+    """`query` with its last word meant whole, not as the start of others, when the archive holds it (as
+    typed or inflected: its stem) and no star follows it: "vision pro" is no "proud", "siri app" no
+    "approach"; a start typed on purpose ("capt", "privac") is no word an item holds, and "pro*" asks for
+    every word it starts."""
+    if not query.last_is_prefix or query.starred:
+        return query
+    word = query.terms[-1]
+    stems = terms(word)
+    if len(stems) == 1 and _known(snapshot.searcher, stems[0]):
+        return replace(query, prefix_last=False)
+    return query
 
 
 def as_spelled(snapshot: Snapshot, words: str, store: Store) -> str | None:

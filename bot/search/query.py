@@ -83,6 +83,7 @@ class Query:
     # holding one are left out
     links: tuple[str, ...] = ()  # a query of nothing but links: their canonical forms; the items at them are
     # the answer, and the words of their addresses (`terms`) are searched when no item is at any of them
+    starred: bool = False  # a star after the last word (priv*) asked for a prefix, even of a word meant whole
 
     def __post_init__(self) -> None:
         if not self.content and self.terms:
@@ -155,7 +156,7 @@ def parse_query(text: str, *, every_word: bool = False) -> Query:
     worth = content(loose, question)
     kept = tuple(unique) if every_word else tuple(w for w in unique if w in in_phrases or w in worth)
     return Query(tuple(unique), prefix_last, filters, tuple(phrases[:MAX_TERMS]), typed, kept, cut, unclosed,
-                 tuple(dict.fromkeys(left_out)), without, links)
+                 tuple(dict.fromkeys(left_out)), without, links, starred and prefix_last)
 
 
 def _links(text: str) -> tuple[tuple[str, ...], str]:
