@@ -209,7 +209,9 @@ def cmd_search(rest: str, inv: Invocation, services: Services) -> Reply:
             "it now, run `mlresearch-bot poll` (the newest items) or `mlresearch-bot backfill` (every past "
             "post)."
         )
-    echoed = None if found.searched_for else rest  # else the reply opens with what was searched, and typed
+    # what was searched, said back: a link as its address (Slack sends <https://…>), a misspelt word as typed
+    # right (the reply opens with what was searched, and typed)
+    echoed = None if found.searched_for else " ".join(query.links) if query.links else rest
     if not hits:
         topics = services.index.suggest(query.content, services.store)
         return Reply(*views.no_results(echoed, found.missing, topics, found.meant),

@@ -209,7 +209,7 @@ def test_a_slack_search_of_a_link_shows_its_item(corpus: Store) -> None:
     services = Services(store=corpus, settings=Settings(), index=corpus_index(corpus, True))
     reply = handle(Invocation(text=f"search <{EPICACHE}>", team_id="T1", channel_id="C1", user_id="U1"),
                    services)
-    assert reply.text.startswith("1 result for") and "EpiCache: Episodic KV Cache" in reply.text
+    assert reply.text.startswith(f"1 result for “{EPICACHE}”: EpiCache: Episodic KV Cache"), reply.text
     gone = handle(Invocation(text="search https://example.com/a/", team_id="T1", channel_id="C1",
                              user_id="U1"), services)
     assert gone.text == "That link is not in the archive: https://example.com/a"
