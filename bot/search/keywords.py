@@ -1,7 +1,7 @@
 """A parsed query (bot.search.query.Query) as tantivy's query, over the index of bot.search.engine.
 
-    query, searched_for = spelled(snapshot, query, store)   # misspelt words as typed right
     query = whole_last(snapshot, query)                     # "vision pro": "pro" meant whole, not "proud"
+    query, searched_for = spelled(snapshot, query, store)   # misspelt words as typed right
     as_spelled(snapshot, "image captoning", store)          # -> "image captioning" (a phrase, a keyword)
     words = text_query(snapshot, query, expansions)         # the scoring part (words.query)
     clauses = filter_clauses(query)                         # since:, until:, type:, author:
