@@ -14,7 +14,9 @@ address: a post's link is searched as the item at it), then
 - a message starting with a settings subcommand ("subscribe", "follow", "status"...) gets a pointer to
   `/mlresearch` (which knows who asks where); otherwise
 - the action: "summarize"/"summary"/"overview" summarize; "what's new"/"latest"/"newest" list the newest
-  items (or, with a topic, search it); a question with no topic and no dates gets the help;
+  items (a count next to them is how many: "the three newest papers"), or, with a topic, search it (the count
+  is no word of it: "latest 3 on privacy" searches privacy); a question with no topic and no dates gets the
+  help;
 - filler and question words ("what", "has", "Apple", "published", "papers", "about", ...) are dropped, but
   where they make one of the glossary's plain forms ("what is in my photos", "on the phone"); a
   hyphenated word ("on-device") and "quoted words" are searched as a phrase; `type:`, `author:`, `since:` and
@@ -67,9 +69,13 @@ _TIME = re.compile(
     re.IGNORECASE | re.VERBOSE,
 )
 _SUMMARIZE = re.compile(r"\b(?:summari[sz]e|summary|summaries|sum up|overview|recap|gist|tl;?dr)\b", re.I)
-_LATEST = re.compile(
-    r"\b(?:what'?s|what\s+is|whats|anything|something)\s+new\b|\b(?:latest|newest|most\s+recent)\b", re.I
-)
+_LATEST_WORD = r"(?:latest|newest|most\s+recent)"
+_LATEST = re.compile(rf"\b(?:what'?s|what\s+is|whats|anything|something)\s+new\b|\b{_LATEST_WORD}\b", re.I)
+# How many newest items: a count next to "latest" ("latest 3 on privacy", "the three newest papers"), never a
+# word of the topic ("3" found Llama 3.1 first)
+_HOW_MANY = r"\d{1,3}|" + "|".join(n for n in _NUMBERS if n not in ("a", "an"))
+_LATEST_COUNT = re.compile(
+    rf"\b{_LATEST_WORD}\s+(?P<after>{_HOW_MANY})\b|\b(?P<before>{_HOW_MANY})\s+{_LATEST_WORD}\b", re.I)
 _HERE = re.compile(r"\b(?:(?:in|on|for)\s+)?(?:here|this\s+channel)\b", re.I)
 _REPLACE = re.compile(r"^\s*(?:and\s+)?(?:what|how)\s+about\b", re.I)
 _NARROW = re.compile(r"^\s*(?:and|also|plus|only|just|but|now|then|same|ok|okay)\b", re.I)
@@ -187,16 +193,20 @@ def understand(text: str, previous: Understood | None = None, *, now: date) -> U
     since, until, when, plain = _time_filters(plain, now)
     here = bool(_HERE.search(plain))
     plain = _HERE.sub(" ", plain)
-    action = None
+    action, count = None, None
     if _SUMMARIZE.search(plain):
         action, plain = "summarize", _SUMMARIZE.sub(" ", plain)
     elif _LATEST.search(plain):
+        counted = _LATEST_COUNT.search(plain)
+        if counted:
+            told = (counted.group("after") or counted.group("before")).lower()
+            count = max(1, min(int(told) if told.isdigit() else _NUMBERS[told], LATEST_MAX))
+            plain = f"{plain[: counted.start()]} latest {plain[counted.end():]}"
         action, plain = "latest", _LATEST.sub(" ", plain)
     replacing = bool(_REPLACE.match(plain))
     narrowing = bool(_NARROW.match(plain))
     words = topic_words(plain)
-    count = None
-    if action == "latest" and len(words) == 1 and words[0].isdigit():
+    if action == "latest" and count is None and len(words) == 1 and words[0].isdigit():
         count, words = max(1, min(int(words[0]), LATEST_MAX)), []
     if previous is not None and previous.action != "help" and (replacing or narrowing or not words):
         said = _follow(previous, action, words, since, until, when, replacing)

@@ -84,6 +84,12 @@ def test_the_answer_says_what_it_searched_for() -> None:
     ("What is new", "latest"),
     ("latest 3", "latest 3"),
     ("the 50 newest papers", "latest 20"),
+    # a count next to "latest" is how many, never a word of the topic (until 2026-12-06 "latest 3 on privacy"
+    # searched "3 privacy" and listed Llama 3.1 first, and "the three newest papers" searched "three")
+    ("the three newest papers", "latest 3"),
+    ("show me the 2 most recent", "latest 2"),
+    ("latest 3 on privacy", "search privacy"),
+    ("what are the five newest papers on speech recognition?", "search speech recognition"),
     ("what's new in speech recognition", "search speech recognition"),
     ("what's new this month", "search since:2026-12-01"),
     ("search image captioning", "search image captioning"),
