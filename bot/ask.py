@@ -74,8 +74,9 @@ _LATEST = re.compile(rf"\b(?:what'?s|what\s+is|whats|anything|something)\s+new\b
 # How many newest items: a count next to "latest" ("latest 3 on privacy", "the three newest papers"), never a
 # word of the topic ("3" found Llama 3.1 first)
 _HOW_MANY = r"\d{1,3}|" + "|".join(n for n in _NUMBERS if n not in ("a", "an"))
-_LATEST_COUNT = re.compile(
-    rf"\b{_LATEST_WORD}\s+(?P<after>{_HOW_MANY})\b|\b(?P<before>{_HOW_MANY})\s+{_LATEST_WORD}\b", re.I)
+# (a number standing alone: "latest two-tower models" and "latest 3.5 models" count nothing)
+_LATEST_COUNT = re.compile(rf"\b{_LATEST_WORD}\s+(?P<after>{_HOW_MANY})(?![-\w]|\.\d)"
+                           rf"|(?<![-.\w])(?P<before>{_HOW_MANY})\s+{_LATEST_WORD}\b", re.I)
 _HERE = re.compile(r"\b(?:(?:in|on|for)\s+)?(?:here|this\s+channel)\b", re.I)
 _REPLACE = re.compile(r"^\s*(?:and\s+)?(?:what|how)\s+about\b", re.I)
 _NARROW = re.compile(r"^\s*(?:and|also|plus|only|just|but|now|then|same|ok|okay)\b", re.I)
