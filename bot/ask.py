@@ -200,15 +200,14 @@ def understand(text: str, previous: Understood | None = None, *, now: date) -> U
     elif _LATEST.search(plain):
         counted = _LATEST_COUNT.search(plain)
         if counted:
-            told = (counted.group("after") or counted.group("before")).lower()
-            count = max(1, min(int(told) if told.isdigit() else _NUMBERS[told], LATEST_MAX))
+            count = _how_many(counted.group("after") or counted.group("before"))
             plain = f"{plain[: counted.start()]} latest {plain[counted.end():]}"
         action, plain = "latest", _LATEST.sub(" ", plain)
     replacing = bool(_REPLACE.match(plain))
     narrowing = bool(_NARROW.match(plain))
     words = topic_words(plain)
     if action == "latest" and count is None and len(words) == 1 and words[0].isdigit():
-        count, words = max(1, min(int(words[0]), LATEST_MAX)), []
+        count, words = _how_many(words[0]), []
     if previous is not None and previous.action != "help" and (replacing or narrowing or not words):
         said = _follow(previous, action, words, since, until, when, replacing)
     else:
@@ -217,6 +216,12 @@ def understand(text: str, previous: Understood | None = None, *, now: date) -> U
         said = Understood("latest")  # "what's here?": the channel's news
     said = replace(said, here=here and said.action != "help")
     return replace(said, cut=True) if long and said.action != "help" else said
+
+
+def _how_many(told: str) -> int:
+    """A count of newest items as told ("3", "three"), from 1 to LATEST_MAX."""
+    told = told.lower()
+    return max(1, min(int(told) if told.isdigit() else _NUMBERS[told], LATEST_MAX))
 
 
 def with_topic(understood: Understood, words: list[str], note: str) -> Understood:

@@ -209,9 +209,11 @@ def cmd_search(rest: str, inv: Invocation, services: Services) -> Reply:
             "it now, run `mlresearch-bot poll` (the newest items) or `mlresearch-bot backfill` (every past "
             "post)."
         )
-    # what was searched, said back: a link as its address (Slack sends <https://…>), a misspelt word as typed
-    # right (the reply opens with what was searched, and typed)
-    echoed = None if found.searched_for else " ".join(query.links) if query.links else rest
+    # what was searched, said back: a link as its address (Slack sends <https://…>); None when a misspelt word
+    # was searched as typed right (the reply opens with what was searched, and typed)
+    echoed: str | None = " ".join(query.links) if query.links else rest
+    if found.searched_for:
+        echoed = None
     if not hits:
         topics = services.index.suggest(query.content, services.store)
         return Reply(*views.no_results(echoed, found.missing, topics, found.meant),
@@ -221,10 +223,9 @@ def cmd_search(rest: str, inv: Invocation, services: Services) -> Reply:
     # the words that decided the search are in bold, not the filler around them ("what has apple published
     # about privacy" bolds privacy, not "what" or "Apple") nor the filler of a glossary form ("on" of "on the
     # phone"); the last word typed comes last, as it may be a prefix
-    typed = parse_query(found.searched_for) if found.searched_for else query
     forms = content(parse_query(found.expanded).terms) if found.expanded else []
-    matcher = matcher_for_text(summaries, [*forms, *typed.content],
-                               prefix_last=typed.last_is_prefix and not (found.searched_for or found.whole))
+    matcher = matcher_for_text(summaries, [*forms, *found.as_searched(query).content],
+                               prefix_last=found.last_as_prefix(query))
     reply = views.search_reply(echoed, shown, matcher, found.total, expanded=found.expanded, note=found.note)
     return _shareable(reply, found.searched_for)
 

@@ -91,12 +91,6 @@ class Summary:
         }
 
 
-def topic_terms(topic: str) -> tuple[list[str], bool, Any]:
-    """The topic's search terms without filler words, whether the last is a prefix, and its filters."""
-    query = parse_query(topic)  # raises SearchError with a one-line message
-    return list(query.content), query.last_is_prefix, query.filters
-
-
 class Retrieved(NamedTuple):
     items: list[Item]  # the items most about the topic, best first
     terms: list[str]  # the terms the sentences quoted are chosen by
@@ -107,12 +101,11 @@ class Retrieved(NamedTuple):
 
 def retrieve(index: SearchIndex, topic: str, limit: int = MAX_ITEMS) -> Retrieved:
     """The items most about the topic (from the search index), and how their sentences are chosen."""
-    terms, prefix_last, filters = topic_terms(topic)
-    found = index.search(parse_query(topic), limit)
+    query = parse_query(topic)  # raises SearchError with a one-line message
+    found = index.search(query, limit)
     hits = found.hits
-    if found.searched_for:  # a misspelt word was searched as another: the summary quotes what was found
-        terms, prefix_last = list(parse_query(found.searched_for).content), False
-    prefix_last = prefix_last and not found.whole  # "vision pro": "pro" was searched whole
+    # the sentences quoted hold the words searched (a misspelt one as typed right), the last as it matched
+    terms, prefix_last = list(found.as_searched(query).content), found.last_as_prefix(query)
     if not hits:
         return Retrieved([], terms, prefix_last, found.searched_for, found.note)
     best = hits[0].score

@@ -66,7 +66,17 @@ class Found:
     meant: tuple[tuple[str, str], ...] = ()  # when nothing was found: (a quoted phrase, as search would spell
     # it) for each phrase holding a misspelt word ("image captoning", "image captioning")
     whole: bool = False  # the last word, typed as if it might be cut short, was searched whole: a word the
-    # archive holds (keywords.whole_last), so a reply bolds no word it starts
+    # archive holds (keywords.whole_last)
+
+    def as_searched(self, query: Query) -> Query:
+        """`query` as it was searched: the words typed right when a misspelt word was searched as another."""
+        return parse_query(self.searched_for) if self.searched_for else query
+
+    def last_as_prefix(self, query: Query) -> bool:
+        """Whether the last word of `query` (the query these hits answer) stood for every word it starts: not
+        when a misspelt word was searched as typed right, nor when it was searched whole (`whole`). A reply
+        bolds, and a summary quotes, by this rule, so neither shows a word the search did not match."""
+        return query.last_is_prefix and not (self.searched_for or self.whole)
 
 
 class SearchIndex:
