@@ -14,9 +14,9 @@ address: a post's link is searched as the item at it), then
 - a message starting with a settings subcommand ("subscribe", "follow", "status"...) gets a pointer to
   `/mlresearch` (which knows who asks where); otherwise
 - the action: "summarize"/"summary"/"overview" summarize; "what's new"/"latest"/"newest" list the newest
-  items (a count next to them is how many: "the three newest papers"), or, with a topic, search it (the count
-  is no word of it: "latest 3 on privacy" searches privacy); a question with no topic and no dates gets the
-  help;
+  items (a count next to them is how many: "the three newest papers"; a year, when: "the latest 2025
+  papers"; "updates", the kind: type:update), or, with a topic, search it (the count is no word of it:
+  "latest 3 on privacy" searches privacy); a question with no topic and no dates gets the help;
 - filler and question words ("what", "has", "Apple", "published", "papers", "about", ...) are dropped, but
   where they make one of the glossary's plain forms ("what is in my photos", "on the phone"); a
   hyphenated word ("on-device") and "quoted words" are searched as a phrase; `type:`, `author:`, `since:` and
@@ -77,6 +77,10 @@ _HOW_MANY = r"\d{1,3}|" + "|".join(n for n in _NUMBERS if n not in ("a", "an"))
 # (a number standing alone: "latest two-tower models" and "latest 3.5 models" count nothing)
 _LATEST_COUNT = re.compile(rf"\b{_LATEST_WORD}\s+(?P<after>{_HOW_MANY})(?![-\w]|\.\d)"
                            rf"|(?<![-.\w])(?P<before>{_HOW_MANY})\s+{_LATEST_WORD}\b", re.I)
+# A year next to "latest" is when ("the latest 2025 papers": those of 2025), though a bare year is a word
+_LATEST_YEAR = re.compile(rf"\b({_LATEST_WORD})\s+((?:19|20)\d\d)\b(?![-.]\d)", re.I)
+# "Updates" next to "latest" is the kind of item (type:update), never a word searched; "papers" is filler
+_LATEST_UPDATES = re.compile(rf"\b{_LATEST_WORD}\s+(?:(?:{_HOW_MANY})\s+)?(updates)\b", re.I)
 _HERE = re.compile(r"\b(?:(?:in|on|for)\s+)?(?:here|this\s+channel)\b", re.I)
 _REPLACE = re.compile(r"^\s*(?:and\s+)?(?:what|how)\s+about\b", re.I)
 _NARROW = re.compile(r"^\s*(?:and|also|plus|only|just|but|now|then|same|ok|okay)\b", re.I)
@@ -191,6 +195,7 @@ def understand(text: str, previous: Understood | None = None, *, now: date) -> U
     long = len(plain) > MAX_TEXT
     if long:  # read up to the last whole word that fits
         plain = plain[: MAX_TEXT + 1].rsplit(" ", 1)[0]
+    plain = _LATEST_YEAR.sub(r"\1 in \2", plain)
     since, until, when, plain = _time_filters(plain, now)
     here = bool(_HERE.search(plain))
     plain = _HERE.sub(" ", plain)
@@ -198,6 +203,9 @@ def understand(text: str, previous: Understood | None = None, *, now: date) -> U
     if _SUMMARIZE.search(plain):
         action, plain = "summarize", _SUMMARIZE.sub(" ", plain)
     elif _LATEST.search(plain):
+        updates = _LATEST_UPDATES.search(plain)
+        if updates:
+            plain = f"{plain[: updates.start(1)]} {plain[updates.end(1):]} type:update"
         counted = _LATEST_COUNT.search(plain)
         if counted:
             count = _how_many(counted.group("after") or counted.group("before"))

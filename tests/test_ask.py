@@ -93,6 +93,14 @@ def test_the_answer_says_what_it_searched_for() -> None:
     ("latest two-tower models", 'search "two-tower" models'),
     ("the latest 3.5 models", "search 3.5 models"),
     ("show me the latest 4. on privacy", "search privacy"),
+    # a year next to "latest" is when, and "updates" next to it the kind (until 2026-12-06 "latest 2025
+    # papers" listed the 20 newest of any year, and "the latest 3 updates" searched the word "updates")
+    ("latest 2025 papers", "search since:2025-01-01 until:2025-12-31"),
+    ("the newest 2024 updates", "search type:update since:2024-01-01 until:2024-12-31"),
+    ("the latest 3 updates", "search type:update"),
+    ("any of the latest updates on privacy?", "search type:update privacy"),
+    ("updates to the latest models", "search updates models"),
+    ("the latest 2 papers", "latest 2"),
     ("what's new in speech recognition", "search speech recognition"),
     ("what's new this month", "search since:2026-12-01"),
     ("search image captioning", "search image captioning"),

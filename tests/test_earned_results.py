@@ -10,10 +10,12 @@ import random
 import re
 import string
 from collections import Counter
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 
 import pytest
 
+from bot.answers import shown_items
+from bot.ask import understand
 from bot.commands import Invocation, Reply, Services, handle
 from bot.config import Settings
 from bot.errors import NothingFound, SearchError
@@ -642,6 +644,17 @@ def test_a_date_only_search_lists_the_newest_first_with_a_count(corpus: Store) -
                    key=lambda i: (i.published, i.id), reverse=True)
     assert [h.item.published for h in found.hits] == [i.published for i in dated[:5]]
     assert found.total == len(dated)
+
+
+def test_a_question_for_the_latest_updates_or_a_years_papers_lists_those_newest_first(corpus: Store) -> None:
+    services = Services(corpus, Settings(), index=SearchIndex(corpus))
+    newest = sorted(corpus_items(), key=lambda i: i.published, reverse=True)
+    updates = [i.published for i in newest if i.kind == "update"][:5]
+    shown = shown_items(understand("what are the latest updates?", now=date(2026, 12, 6)), services)
+    assert {i.kind for i in shown.items} == {"update"} and [i.published for i in shown.items] == updates
+    of_2025 = [i.published for i in newest if i.published.year == 2025][:5]
+    shown = shown_items(understand("the latest 2025 papers", now=date(2026, 12, 6)), services)
+    assert [i.published for i in shown.items] == of_2025 and len(of_2025) == 3
 
 
 # --- held up by questions nobody tuned for (the tuning set's second half, 2026-12-04) --------------------
