@@ -3,7 +3,8 @@
 
 - a word or quoted phrase typed after a minus is left out: `siri -privacy` lists the Siri posts that never
   say privacy (the minus was a separator, so it searched for Siri *and* privacy, and listed the posts it was
-  typed to leave out);
+  typed to leave out); an abbreviation left out leaves out its long form too (`diffusion -LLM` listed posts
+  saying "large language models");
 - a star after the last word asks for every word it starts: `priv*` (the star was a separator, and *priv*
   a word no item holds); after fewer than three letters (`pr*`) it is one line asking for more;
 - an underscore joins no words: `image_captioning` is `image captioning` (it was one word, and listed 13
@@ -77,6 +78,23 @@ def test_no_result_holds_a_word_typed_after_a_minus(corpus: Store, meaning: bool
     phrase = search(index, 'siri -"hey siri"', 100)
     # only the phrase is left out: every item found holds "siri", so leaving out its words would leave none
     assert phrase.hits and not any(holds(hit.item, r"\bhey\W+siri\b") for hit in phrase.hits)
+
+
+@pytest.mark.parametrize("meaning", [False, True])
+def test_an_abbreviation_after_a_minus_leaves_out_its_long_form_too(corpus: Store, meaning: bool) -> None:
+    """The glossary works both ways after a minus as before it: `diffusion -LLM` listed DiffuCoder and the
+    Residual Context Diffusion post, which say "large language models" (until 2026-12-06)."""
+    index = corpus_index(corpus, meaning)
+    llm = r"\bLLMs?\b|large language models?"
+    assert sum(holds(hit.item, llm) for hit in search(index, "diffusion", 100).hits) >= 2
+    for left_out in ("-LLM", "-llms", '-"large language models"'):
+        left = search(index, f"diffusion {left_out}", 100)
+        assert left.hits and not any(holds(hit.item, llm) for hit in left.hits), left_out
+    # only a whole form stands for the abbreviation: "-language" leaves the LLM post that never says it
+    assert [hit.item.title for hit in search(index, "mlx -language", 100).hits][:1] == \
+        ["Exploring LLMs with MLX and the Neural Accelerators in the M5 GPU"]
+    speech = search(index, 'siri -"speech recognition"', 100)
+    assert speech.hits and not any(holds(hit.item, r"\bASR\b|speech recognition") for hit in speech.hits)
 
 
 def test_an_item_close_in_meaning_alone_is_left_out_too(corpus: Store) -> None:

@@ -422,12 +422,18 @@ def filter_clauses(query: Query) -> list[tuple[tantivy.Occur, tantivy.Query]]:
 
 def without_query(query: Query) -> tantivy.Query | None:
     """The items holding any word or phrase typed after a minus (`Query.without`), in any text field, matched
-    as a quoted phrase is (stemmed, never as a prefix nor corrected); None when there is none."""
+    as a quoted phrase is (stemmed, never as a prefix nor corrected), or another of its glossary forms when it
+    is a whole abbreviation or long form (`-LLM` leaves out "large language models" too, `-"speech
+    recognition"` ASR); None when there is none."""
     phrases = []
+    fields = tuple(name for name, _ in TEXT_FIELDS)
     for typed in query.without:
-        words: list[str | tuple[int, str]] = [t for w in typed for t in terms(w)]
-        if words:
-            phrases.append(_phrase(words, tuple(name for name, _ in TEXT_FIELDS)))
+        words = tuple(t for w in typed for t in terms(w))
+        if not words:
+            continue
+        forms = [words, *(form for found in glossary.expand(list(typed))
+                          if not found.plain and len(terms(found.said)) == len(words) for form in found.adds)]
+        phrases += [_phrase(list(form), fields) for form in dict.fromkeys(forms)]
     if not phrases:
         return None
     return phrases[0] if len(phrases) == 1 else tantivy.Query.boolean_query([(SHOULD, p) for p in phrases])
