@@ -260,8 +260,9 @@ def cmd_summarize(rest: str, inv: Invocation, services: Services) -> Reply:
     summarizer = services.summarizer if services.summarizer is not None else Summarizer()
     summary = summarizer.summarize(services.index, rest)
     if summary is None:
-        topics = services.index.suggest(parse_query(rest).content, services.store)
-        return Reply(*views.no_summary(rest, topics))
+        query = parse_query(rest)
+        topics = services.index.suggest(query.content, services.store)
+        return Reply(*views.no_summary(" ".join(query.links) or rest, topics))  # a link as its address
     return _shareable(views.summary_reply(summary), summary.searched_for)
 
 

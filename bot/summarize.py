@@ -4,7 +4,8 @@
     summary = Summarizer.from_settings(settings).summarize(index, topic)   # abstractive when configured
 
 Retrieval is the archive's own search (the best few items, by BM25). The extractive summary quotes whole
-sentences from those items' abstracts, chosen by how many topic words they hold: nothing is invented. With an
+sentences from those items' abstracts, chosen by how many topic words they hold: nothing is invented. A
+post's link pasted in ("summarize <link>") is a summary of that item, titled by it (`opening`). With an
 OpenAI-compatible endpoint, the model sees only the retrieved items, numbered, and must cite them as [1], [2];
 a bullet citing a number that was not retrieved, or citing nothing, is dropped. Any error, an empty answer, an
 answer over 1 MiB, or no answer within `timeout` seconds falls back to the extractive summary.
@@ -48,6 +49,8 @@ _BULLET = re.compile(r"^\s*(?:[-*•·]|\d{1,2}[.)])\s+")
 # something of machine learning but less about speech recognition." names the topic and says nothing of it.
 # ("screen readers" are a subject.)
 _FOR_THE_READER = re.compile(r"\b(?<!screen[ -])(?:readers?|audiences?)\b", re.IGNORECASE)
+# A sentence saying what the work itself does, as abstracts say it
+_THE_WORK = re.compile(r"\b(?:we|our|this (?:paper|work|post|article|study)|here)\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -97,6 +100,9 @@ class Retrieved(NamedTuple):
     prefix_last: bool  # whether the last term is a prefix
     searched_for: str | None  # the topic as searched when a misspelt word was searched as another
     note: str | None = None  # what the search said beside its results (Found.note): an open quote, say
+    named: Item | None = None  # the one item a link pasted in names: the summary is of it
+    about: str = ""  # the topic as a person reads it: the named item's title, a link's address (Slack sends
+    # <https://…>), else the topic as typed
 
 
 def retrieve(index: SearchIndex, topic: str, limit: int = MAX_ITEMS) -> Retrieved:
@@ -104,13 +110,16 @@ def retrieve(index: SearchIndex, topic: str, limit: int = MAX_ITEMS) -> Retrieve
     query = parse_query(topic)  # raises SearchError with a one-line message
     found = index.search(query, limit)
     hits = found.hits
+    about = " ".join(query.links) or topic
+    if len(hits) == 1 and hits[0].item.link in query.links:  # "summarize <link>": that item
+        return Retrieved([hits[0].item], [], False, None, found.note, hits[0].item, hits[0].item.title)
     # the sentences quoted hold the words searched (a misspelt one as typed right), the last as it matched
     terms, prefix_last = list(found.as_searched(query).content), found.last_as_prefix(query)
     if not hits:
-        return Retrieved([], terms, prefix_last, found.searched_for, found.note)
+        return Retrieved([], terms, prefix_last, found.searched_for, found.note, about=about)
     best = hits[0].score
     items = [h.item for h in hits if best <= 0 or h.score >= best * RELEVANCE_FLOOR]
-    return Retrieved(items, terms, prefix_last, found.searched_for, found.note)
+    return Retrieved(items, terms, prefix_last, found.searched_for, found.note, about=about)
 
 
 def sentences(text: str) -> list[str]:
@@ -129,6 +138,23 @@ def sentences(text: str) -> list[str]:
     return [s for s in found if len(s) >= MIN_SENTENCE_CHARS and s[-1] in ".!?\"”’)" and not s.endswith("…")]
 
 
+def quotable(item: Item) -> list[str]:
+    """The sentences of an item's abstract a summary may quote: complete, at most MAX_BULLET_CHARS, and not
+    about the text's readers."""
+    return [said for said in sentences(item.summary)
+            if len(said) <= MAX_BULLET_CHARS and not _FOR_THE_READER.search(said)]
+
+
+def opening(item: Item, limit: int = MAX_BULLETS) -> list[Bullet]:
+    """An item's own summary, for "summarize <link>": its abstract's first sentence (what it is about), then
+    those saying what the work does ("We propose", "In this paper", "our"), or else the next ones, in the
+    abstract's order, `limit` at most, each citing it."""
+    found = quotable(item)
+    chosen = found[:1] + [s for s in found[1:] if _THE_WORK.search(s)][: limit - 1]
+    chosen += [s for s in found if s not in chosen][: limit - len(chosen)]
+    return [Bullet(s, (1,)) for s in found if s in chosen]
+
+
 def extractive(
     items: list[Item], terms: list[str], prefix_last: bool, limit: int = MAX_BULLETS
 ) -> list[Bullet]:
@@ -136,8 +162,7 @@ def extractive(
     never one about the text's readers), citing the item by its 1-based position in `items`."""
     candidates: list[tuple[float, int, int, str]] = []
     for rank, item in enumerate(items):
-        found = [s for s in sentences(item.summary)
-                 if len(s) <= MAX_BULLET_CHARS and not _FOR_THE_READER.search(s)]
+        found = quotable(item)
         if not found:
             continue
         vocabulary = set(words(" ".join(found)))
@@ -223,7 +248,7 @@ class Summarizer:
     def summarize(self, index: SearchIndex, topic: str) -> Summary | None:
         """The summary, or None when nothing in the archive matches the topic. Raises SearchError for a
         topic that is not a usable query (too long, no words)."""
-        items, terms, prefix_last, searched_for, note = retrieve(index, topic)
+        items, terms, prefix_last, searched_for, note, named, topic = retrieve(index, topic)
         if not items:
             return None
         if self.abstractive:
@@ -232,7 +257,8 @@ class Summarizer:
                 return cite(topic, bullets, items, "abstractive", self.model, searched_for, note)
             except SummaryError as exc:
                 log.warning("event=summary_fallback reason=%r", str(exc))
-        bullets = extractive(items, terms, prefix_last)
+        # a link pasted in: the summary is of that item (and titled by it)
+        bullets = opening(named) if named is not None else extractive(items, terms, prefix_last)
         if not bullets:  # abstracts without a complete sentence: cite the items by title alone
             bullets = [Bullet(item.title, (n,)) for n, item in enumerate(items[:MAX_BULLETS], 1)]
         return cite(topic, bullets, items, "extractive", None, searched_for, note)

@@ -31,6 +31,7 @@ from bot.models import Item
 from bot.search.index import Found
 from bot.search.query import Query, parse_query, search
 from bot.store import Store
+from bot.summarize import Summarizer
 from tests.fakes.archive import corpus_index, corpus_items
 
 
@@ -245,6 +246,29 @@ def test_a_question_with_a_pasted_link_asks_about_the_item_at_it(corpus: Store) 
         assert [hit.item.link for hit in found.hits] == [EPICACHE]
     labelled = understand(f"anything on <{EPICACHE}|federated learning>", None, now=date(2026, 12, 6))
     assert labelled.words == ("federated", "learning")  # a link with a label is its label, as it was
+
+
+def test_a_summary_of_a_link_is_that_items_own_titled_by_it(corpus: Store) -> None:
+    """`summarize <link>` quoted the one sentence of the item holding most of its address's words (EpiCache's
+    first), under the address, and a link to no item was said back as `&lt;https://…&gt;` (until
+    2026-12-06)."""
+    services = Services(store=corpus, settings=Settings(), index=corpus_index(corpus, True))
+    reply = handle(Invocation(text=f"summarize <{EPICACHE}>", team_id="T1", channel_id="C1", user_id="U1"),
+                   services)
+    epicache = next(item for item in corpus_items() if item.link == EPICACHE)
+    assert reply.text.startswith("What Apple ML Research says about “EpiCache: Episodic KV Cache"), reply.text
+    quoted = reply.text.split("”: ", 1)[1]
+    assert quoted.startswith(epicache.summary.split(". ")[0]) and quoted.count(". ") >= 2
+    cited = [block for block in reply.blocks if "↳" in str(block)]
+    assert len(cited) >= 3 and all(EPICACHE in str(block) for block in cited)
+    hey_siri = "https://machinelearning.apple.com/research/hey-siri"
+    summary = Summarizer().summarize(services.index, hey_siri)
+    assert summary is not None and [item.link for item in summary.items] == [hey_siri]
+    assert summary.bullets[0].text == "The “Hey Siri” feature allows users to invoke Siri hands-free."
+    assert any(bullet.text.startswith("This article") for bullet in summary.bullets)  # what the post does
+    gone = handle(Invocation(text="summarize <https://example.com/nothing-here>", team_id="T1",
+                             channel_id="C1", user_id="U1"), services)
+    assert "“https://example.com/nothing-here”" in gone.text and "&lt;" not in gone.text
 
 
 VOICE_TRIGGER = "Voice Trigger System for Siri"  # the one post saying "Apple Vision Pro"
