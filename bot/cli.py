@@ -448,7 +448,7 @@ def _echo(text: str, limit: int = ECHO_CHARS) -> str:
 
 def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
     from bot.search.index import SearchIndex, meaning_model
-    from bot.search.query import parse_query, search
+    from bot.search.query import parse_query, search, split_filters
 
     store = open_archive(settings)
     query = " ".join(args.query)
@@ -470,7 +470,11 @@ def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
                           for typed, right in found.meant[:2])
         asked = parse_query(query)
         filtered = asked.filters != SearchFilters()
-        if filtered and not asked.terms:
+        if found.unfiltered:  # the filters left nothing the words alone find
+            words, filters = split_filters(query)
+            hint = f"without {_echo(filters)} there {'is' if found.unfiltered == 1 else 'are'} " \
+                   f"{found.unfiltered}: mlresearch-bot search {_echo(words)}"
+        elif filtered and not asked.terms:
             hint = f"no item matches {FILTERS}; widen or drop it"
         else:
             related = _topics(index, asked.content)

@@ -29,7 +29,7 @@ from bot.search.highlight import matcher_for_text
 from bot.search.index import SearchIndex
 from bot.search.keywords import as_spelled
 from bot.search.match import MAX_KEYWORD_CHARS, TOPIC_PREFIX, split_keywords
-from bot.search.query import parse_query
+from bot.search.query import parse_query, split_filters
 from bot.search.related import find_item, related
 from bot.search.words import content
 from bot.store import Store, utcnow
@@ -214,6 +214,9 @@ def cmd_search(rest: str, inv: Invocation, services: Services) -> Reply:
     echoed: str | None = " ".join(query.links) if query.links else rest
     if found.searched_for:
         echoed = None
+    if found.unfiltered:  # the filters left nothing the words alone find
+        return Reply(*views.no_results(echoed, unfiltered=(found.unfiltered, *split_filters(rest))),
+                     searched_for=found.searched_for)
     if not hits:
         topics = services.index.suggest(query.content, services.store)
         return Reply(*views.no_results(echoed, found.missing, topics, found.meant),

@@ -240,14 +240,21 @@ def related_reply(item: Item, related: Sequence[Any]) -> tuple[str, Blocks]:
 
 
 def no_results(text: str | None, missing: Sequence[str] = (), topics: Sequence[str] = (),
-               meant: Sequence[tuple[str, str]] = ()) -> tuple[str, Blocks]:
+               meant: Sequence[tuple[str, str]] = (), unfiltered: tuple[int, str, str] | None = None
+               ) -> tuple[str, Blocks]:
     """Nothing earned a place: one line saying so ("for" the query `text`; None when the reply opens with what
-    was searched), which words no item holds, which quoted phrase was most likely meant, and what to try."""
+    was searched), which words no item holds, which quoted phrase was most likely meant, and what to try:
+    the words without their filters when that finds some (`unfiltered`: how many, the words, the filters)."""
+    echoed = f" for {quoted(text)}" if text is not None else ""
+    if unfiltered is not None:
+        count, words, filters = unfiltered
+        return one_line(f"No results{echoed}. Without {escape(cut(filters, 100))} there "
+                        f"{'is' if count == 1 else 'are'} {counted(count, 'result')}: "
+                        f"`{COMMAND} search {escape(cut(words, 200))}`.")
     absent = f" No item holds {', '.join(quoted(w, 40) for w in missing[:3])}." if missing else ""
     absent += "".join(f" No item says {quoted(typed, 60)}: did you mean {quoted(right, 60)}?"
                       for typed, right in meant[:2])
     related = topics_to_try(topics) or "`vision`, `privacy`, `speech`"
-    echoed = f" for {quoted(text)}" if text is not None else ""
     message = (
         f"No results{echoed}.{absent} Try fewer or broader words, or a related topic (e.g. "
         f"{related}), check the spelling, drop a since:, type: or author: filter, or see `{COMMAND} latest`."

@@ -73,5 +73,13 @@ def test_a_misspelt_search_says_once_what_it_searched_for_then_what_the_glossary
                                   "also searched: 'speech recognition' as ASR")
 
 
+def test_a_search_the_filters_left_empty_says_what_the_words_alone_find(cwd: Path) -> None:
+    total = len(json.loads(run(cwd, "search", "captioning", "--json").stdout))
+    proc = run(cwd, "search", "captioning since:2099-01-01")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == (f"no results for 'captioning since:2099-01-01': without 'since:2099-01-01' there "
+                           f"{'is' if total == 1 else 'are'} {total}: mlresearch-bot search 'captioning'\n")
+
+
 def test_stop_words_only_are_a_one_line_usage_error(cwd: Path) -> None:
     assert_one_line_error(run(cwd, "search", "the", "of", "and"), 2, "common words")

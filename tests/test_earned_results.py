@@ -646,6 +646,34 @@ def test_a_date_only_search_lists_the_newest_first_with_a_count(corpus: Store) -
     assert found.total == len(dated)
 
 
+@pytest.mark.parametrize("meaning", [False, True])
+def test_when_the_filters_leave_nothing_the_reply_says_what_the_words_alone_find(corpus: Store, meaning: bool
+                                                                                ) -> None:
+    """`federated learning since:2024-01-01` said to drop "a since:, type: or author: filter" and suggested
+    reinforcement learning from human feedback, the glossary topic sharing "learning" (until 2026-12-06)."""
+    index = hybrid(corpus) if meaning else SearchIndex(corpus)
+    services = Services(corpus, Settings(), index=index)
+    alone = search(index, "federated learning", 10)
+    assert alone.hits and search(index, "federated learning since:2024-01-01", 10).unfiltered == alone.total
+    reply = handle(Invocation("search federated learning since:2024-01-01 type:paper", "T1", "C1", "U1"),
+                   services)
+    assert reply.text == ("No results for “federated learning since:2024-01-01 type:paper”. Without "
+                          f"since:2024-01-01 type:paper there are {alone.total} results: `/mlresearch search "
+                          "federated learning`.")
+    # words no item holds: nothing to find without the filter either, so the usual line
+    assert search(index, "quantum since:2024-01-01", 10).unfiltered == 0
+    absent = handle(Invocation("search quantum since:2024-01-01", "T1", "C1", "U1"), services)
+    assert "Try fewer or broader words" in absent.text
+
+
+def test_words_found_only_by_meaning_are_no_reason_to_drop_a_filter(corpus: Store) -> None:
+    index = hybrid(corpus)
+    alone = search(index, "gaussian splatting", 10)
+    assert alone.hits and all(hit.by_meaning for hit in alone.hits)
+    dated = search(index, "gaussian splatting since:2099-01-01", 10)
+    assert not dated.hits and dated.unfiltered == 0
+
+
 def test_a_question_for_the_latest_updates_or_a_years_papers_lists_those_newest_first(corpus: Store) -> None:
     services = Services(corpus, Settings(), index=SearchIndex(corpus))
     newest = sorted(corpus_items(), key=lambda i: i.published, reverse=True)

@@ -29,7 +29,7 @@ import tantivy
 
 from bot.config import Settings
 from bot.errors import BotError, NothingFound, SearchError, SearchUnavailable
-from bot.models import SearchHit
+from bot.models import SearchFilters, SearchHit
 from bot.search import glossary
 from bot.search.engine import Snapshot, build, newest_hits, ranked_hits
 from bot.search.keywords import as_spelled, combined, filter_clauses, spelled, text_query, whole_last
@@ -67,6 +67,8 @@ class Found:
     # it) for each phrase holding a misspelt word ("image captoning", "image captioning")
     whole: bool = False  # the last word, typed as if it might be cut short, was searched whole: a word the
     # archive holds (keywords.whole_last)
+    unfiltered: int = 0  # when the filters left nothing: the results of the words alone (0 when none holds
+    # them: a match by meaning alone is no reason to drop a filter)
 
     def as_searched(self, query: Query) -> Query:
         """`query` as it was searched: the words typed right when a misspelt word was searched as another."""
@@ -291,7 +293,13 @@ class SearchIndex:
         found = self._ranked(snapshot, whole, limit, store)
         if whole is not query:
             found = replace(found, whole=True)
-        if found.hits or not query.phrases:
+        if found.hits:
+            return found
+        if query.terms and query.filters != SearchFilters():  # the filters left nothing: do the words alone?
+            alone = self._ranked(snapshot, replace(whole, filters=SearchFilters()), 1, store)
+            if alone.hits and not alone.hits[0].by_meaning:
+                found = replace(found, unfiltered=alone.total)
+        if not query.phrases:
             return found
         # Quotes mean the phrase as typed, so a misspelt one is searched as typed (and found nowhere); the
         # answer says what was most likely meant, as `subscribe` does for a keyword.

@@ -96,6 +96,14 @@ class Query:
         return self.prefix_last and bool(self.content) and self.content[-1] == self.terms[-1]
 
 
+def split_filters(text: str) -> tuple[str, str]:
+    """`text`'s words and its filters (since:, until:, type:, author:) as typed, each on one line: what to
+    search instead when the filters left nothing ("federated learning since:2024-01-01" -> ("federated
+    learning", "since:2024-01-01"))."""
+    filters = [found.group(0) for pattern in (_FILTER, _AUTHOR) for found in pattern.finditer(text)]
+    return " ".join(_AUTHOR.sub(" ", _FILTER.sub(" ", text)).split()), " ".join(filters)
+
+
 def parse_query(text: str, *, every_word: bool = False) -> Query:
     """`text` as a Query; `every_word` keeps filler words in `content` (a title looked up by its words)."""
     links, text = _links(text)
