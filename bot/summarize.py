@@ -102,7 +102,7 @@ class Retrieved(NamedTuple):
     note: str | None = None  # what the search said beside its results (Found.note): an open quote, say
     named: Item | None = None  # the one item a link pasted in names: the summary is of it
     about: str = ""  # the topic as a person reads it: the named item's title, a link's address (Slack sends
-    # <https://…>), else the topic as typed
+    # <https://…>), else the topic as typed (`retrieve` always says)
 
 
 def retrieve(index: SearchIndex, topic: str, limit: int = MAX_ITEMS) -> Retrieved:
@@ -248,20 +248,22 @@ class Summarizer:
     def summarize(self, index: SearchIndex, topic: str) -> Summary | None:
         """The summary, or None when nothing in the archive matches the topic. Raises SearchError for a
         topic that is not a usable query (too long, no words)."""
-        items, terms, prefix_last, searched_for, note, named, topic = retrieve(index, topic)
+        retrieved = retrieve(index, topic)
+        items, searched_for, note = retrieved.items, retrieved.searched_for, retrieved.note
         if not items:
             return None
+        about = retrieved.about  # a link pasted in: the item's title, or its address
         if self.abstractive:
             try:
-                bullets = self.ask_model(topic, items)
-                return cite(topic, bullets, items, "abstractive", self.model, searched_for, note)
+                bullets = self.ask_model(about, items)
+                return cite(about, bullets, items, "abstractive", self.model, searched_for, note)
             except SummaryError as exc:
                 log.warning("event=summary_fallback reason=%r", str(exc))
-        # a link pasted in: the summary is of that item (and titled by it)
-        bullets = opening(named) if named is not None else extractive(items, terms, prefix_last)
+        named = retrieved.named  # a link pasted in: the summary is of that item
+        bullets = opening(named) if named else extractive(items, retrieved.terms, retrieved.prefix_last)
         if not bullets:  # abstracts without a complete sentence: cite the items by title alone
             bullets = [Bullet(item.title, (n,)) for n, item in enumerate(items[:MAX_BULLETS], 1)]
-        return cite(topic, bullets, items, "extractive", None, searched_for, note)
+        return cite(about, bullets, items, "extractive", None, searched_for, note)
 
     # the model ------------------------------------------------------------------------------------------
 

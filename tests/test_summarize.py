@@ -125,6 +125,16 @@ def test_model_summary_is_grounded_in_the_retrieved_items(index: SearchIndex, ap
     assert f"[{len(retrieved) + 1}]" not in prompt
 
 
+def test_the_model_summarizes_a_linked_item_under_its_title(index: SearchIndex, api: FakeOpenAI) -> None:
+    """`summarize <link>` asked the model about the address, with the items its words found."""
+    item = retrieve(index, "diffusion models")[0][0]
+    api.content = "- It composes diffusion models [1].\n"
+    summary = Summarizer(api.url, "sk-test", "tiny-model", timeout=5).summarize(index, f"<{item.link}>")
+    assert summary is not None and summary.items == (item,) and summary.about == item.title
+    prompt = api.requests[0]["body"]["messages"][1]["content"]
+    assert f"Topic: {item.title}\n" in prompt and "[1]" in prompt and "[2]" not in prompt
+
+
 def test_a_citation_of_an_item_not_retrieved_is_rejected(index: SearchIndex, api: FakeOpenAI) -> None:
     retrieved = retrieve(index, "diffusion models")[0]
     api.content = (
