@@ -264,8 +264,12 @@ def cmd_summarize(rest: str, inv: Invocation, services: Services) -> Reply:
     summary = summarizer.summarize(services.index, rest)
     if summary is None:
         query = parse_query(rest)
+        said = " ".join(query.links) or rest  # a link as its address
+        unfiltered = services.index.search(query, 1, services.store).unfiltered  # only when nothing was found
+        if unfiltered:  # the filters left nothing the words alone find
+            return Reply(*views.no_summary(said, unfiltered=(unfiltered, *split_filters(rest))))
         topics = services.index.suggest(query.content, services.store)
-        return Reply(*views.no_summary(" ".join(query.links) or rest, topics))  # a link as its address
+        return Reply(*views.no_summary(said, topics))
     return _shareable(views.summary_reply(summary), summary.searched_for)
 
 

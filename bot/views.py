@@ -247,10 +247,7 @@ def no_results(text: str | None, missing: Sequence[str] = (), topics: Sequence[s
     the words without their filters when that finds some (`unfiltered`: how many, the words, the filters)."""
     echoed = f" for {quoted(text)}" if text is not None else ""
     if unfiltered is not None:
-        count, words, filters = unfiltered
-        return one_line(f"No results{echoed}. Without {escape(cut(filters, 100))} there "
-                        f"{'is' if count == 1 else 'are'} {counted(count, 'result')}: "
-                        f"`{COMMAND} search {escape(cut(words, 200))}`.")
+        return one_line(f"No results{echoed}. {without_filters('search', *unfiltered)}")
     absent = f" No item holds {', '.join(quoted(w, 40) for w in missing[:3])}." if missing else ""
     absent += "".join(f" No item says {quoted(typed, 60)}: did you mean {quoted(right, 60)}?"
                       for typed, right in meant[:2])
@@ -302,8 +299,20 @@ def topics_to_try(topics: Sequence[str]) -> str:
     return ", ".join(f"`{escape(cut(t, 60))}`" for t in topics[:2])
 
 
-def no_summary(topic: str, topics: Sequence[str] = ()) -> tuple[str, Blocks]:
-    """Nothing to summarize: one line saying so, and what to try (`topics`: related ones items hold)."""
+def without_filters(verb: str, count: int, words: str, filters: str) -> str:
+    """What the words alone find when the filters left nothing, and the command to run: "Without
+    since:2024-01-01 there are 2 results: `/mlresearch search federated learning`." """
+    return (f"Without {escape(cut(filters, 100))} there {'is' if count == 1 else 'are'} "
+            f"{counted(count, 'result')}: `{COMMAND} {verb} {escape(cut(words, 200))}`.")
+
+
+def no_summary(topic: str, topics: Sequence[str] = (), unfiltered: tuple[int, str, str] | None = None
+               ) -> tuple[str, Blocks]:
+    """Nothing to summarize: one line saying so, and what to try (`topics`: related ones items hold; or,
+    `unfiltered`, what the words find without the filters, as `no_results` says it)."""
+    if unfiltered is not None:
+        alone = without_filters("summarize", *unfiltered)
+        return one_line(f"Nothing in the archive is about {quoted(topic)}. {alone}")
     related = topics_to_try(topics)
     also = f" or a related topic (e.g. {related})" if related else ""
     return one_line(

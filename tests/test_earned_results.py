@@ -660,10 +660,16 @@ def test_when_the_filters_leave_nothing_the_reply_says_what_the_words_alone_find
     assert reply.text == ("No results for “federated learning since:2024-01-01 type:paper”. Without "
                           f"since:2024-01-01 type:paper there are {alone.total} results: `/mlresearch search "
                           "federated learning`.")
+    summary = handle(Invocation("summarize federated learning since:2024-01-01", "T1", "C1", "U1"), services)
+    assert summary.text == ("Nothing in the archive is about “federated learning since:2024-01-01”. Without "
+                            f"since:2024-01-01 there are {alone.total} results: `/mlresearch summarize "
+                            "federated learning`.")
     # words no item holds: nothing to find without the filter either, so the usual line
     assert search(index, "quantum since:2024-01-01", 10).unfiltered == 0
     absent = handle(Invocation("search quantum since:2024-01-01", "T1", "C1", "U1"), services)
     assert "Try fewer or broader words" in absent.text
+    absent = handle(Invocation("summarize quantum since:2024-01-01", "T1", "C1", "U1"), services)
+    assert "Try broader words" in absent.text
 
 
 def test_words_found_only_by_meaning_are_no_reason_to_drop_a_filter(corpus: Store) -> None:
