@@ -15,8 +15,8 @@ address: a post's link is searched as the item at it), then
   `/mlresearch` (which knows who asks where); otherwise
 - the action: "summarize"/"summary"/"overview" summarize; "what's new"/"latest"/"newest" list the newest
   items (a count next to them is how many: "the three newest papers"; a year, when: "the latest 2025
-  papers"; "updates", the kind: type:update), or, with a topic, search it (the count is no word of it:
-  "latest 3 on privacy" searches privacy); a question with no topic and no dates gets the help;
+  papers"; "updates" without a topic, the kind: type:update), or, with a topic, search it (the count is no
+  word of it: "latest 3 on privacy" searches privacy); a question with no topic and no dates gets the help;
 - filler and question words ("what", "has", "Apple", "published", "papers", "about", ...) are dropped, but
   where they make one of the glossary's plain forms ("what is in my photos", "on the phone"); a
   hyphenated word ("on-device") and "quoted words" are searched as a phrase; `type:`, `author:`, `since:` and
@@ -79,7 +79,8 @@ _LATEST_COUNT = re.compile(rf"\b{_LATEST_WORD}\s+(?P<after>{_HOW_MANY})(?![-\w]|
                            rf"|(?<![-.\w])(?P<before>{_HOW_MANY})\s+{_LATEST_WORD}\b", re.I)
 # A year next to "latest" is when ("the latest 2025 papers": those of 2025), though a bare year is a word
 _LATEST_YEAR = re.compile(rf"\b({_LATEST_WORD})\s+((?:19|20)\d\d)\b(?![-.]\d)", re.I)
-# "Updates" next to "latest" is the kind of item (type:update), never a word searched; "papers" is filler
+# "Updates" next to "latest" is the kind of item (type:update), never a word searched, but with a topic it is
+# news ("the latest updates on speech" is the speech search); "papers" is filler
 _LATEST_UPDATES = re.compile(rf"\b{_LATEST_WORD}\s+(?:(?:{_HOW_MANY})\s+)?(updates)\b", re.I)
 _HERE = re.compile(r"\b(?:(?:in|on|for)\s+)?(?:here|this\s+channel)\b", re.I)
 _REPLACE = re.compile(r"^\s*(?:and\s+)?(?:what|how)\s+about\b", re.I)
@@ -199,13 +200,13 @@ def understand(text: str, previous: Understood | None = None, *, now: date) -> U
     since, until, when, plain = _time_filters(plain, now)
     here = bool(_HERE.search(plain))
     plain = _HERE.sub(" ", plain)
-    action, count = None, None
+    action, count, updates = None, None, None
     if _SUMMARIZE.search(plain):
         action, plain = "summarize", _SUMMARIZE.sub(" ", plain)
     elif _LATEST.search(plain):
         updates = _LATEST_UPDATES.search(plain)
         if updates:
-            plain = f"{plain[: updates.start(1)]} {plain[updates.end(1):]} type:update"
+            plain = f"{plain[: updates.start(1)]} {plain[updates.end(1):]}"
         counted = _LATEST_COUNT.search(plain)
         if counted:
             count = _how_many(counted.group("after") or counted.group("before"))
@@ -216,6 +217,8 @@ def understand(text: str, previous: Understood | None = None, *, now: date) -> U
     words = topic_words(plain)
     if action == "latest" and count is None and len(words) == 1 and words[0].isdigit():
         count, words = _how_many(words[0]), []
+    if updates and all(_FILTER_TOKEN.fullmatch(w) for w in words):  # "the latest updates": the newest such
+        words = ["type:update", *words]
     if previous is not None and previous.action != "help" and (replacing or narrowing or not words):
         said = _follow(previous, action, words, since, until, when, replacing)
     else:

@@ -214,6 +214,10 @@ def cmd_search(rest: str, inv: Invocation, services: Services) -> Reply:
     echoed: str | None = " ".join(query.links) if query.links else rest
     if found.searched_for:
         echoed = None
+    if not hits and not (query.terms or query.links):  # filters alone (since:2026-11-01): nothing then
+        dated = query.filters.since or query.filters.until
+        newest = services.store.latest(1) if dated else []
+        return Reply(*views.no_filtered(rest, newest[0] if newest else None))
     if found.unfiltered:  # the filters left nothing the words alone find
         return Reply(*views.no_results(echoed, unfiltered=(found.unfiltered, *split_filters(rest))),
                      searched_for=found.searched_for)

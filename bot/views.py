@@ -299,6 +299,14 @@ def topics_to_try(topics: Sequence[str]) -> str:
     return ", ".join(f"`{escape(cut(t, 60))}`" for t in topics[:2])
 
 
+def no_filtered(text: str, newest: Item | None) -> tuple[str, Blocks]:
+    """A search of filters alone (since:, until:, type:, author:) that no item matches: one line saying so,
+    and, for dates, when the newest item was published (`newest`; not the words, spelling and topics a
+    search of words is told to try)."""
+    then = f" The newest item is from {day(newest)}: `{COMMAND} latest` lists the newest." if newest else ""
+    return one_line(f"No results for {quoted(text)}: no item matches the filter; widen or drop it.{then}")
+
+
 def without_filters(verb: str, count: int, words: str, filters: str) -> str:
     """What the words alone find when the filters left nothing, and the command to run: "Without
     since:2024-01-01 there are 2 results: `/mlresearch search federated learning`." """

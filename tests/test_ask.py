@@ -98,7 +98,7 @@ def test_the_answer_says_what_it_searched_for() -> None:
     ("latest 2025 papers", "search since:2025-01-01 until:2025-12-31"),
     ("the newest 2024 updates", "search type:update since:2024-01-01 until:2024-12-31"),
     ("the latest 3 updates", "search type:update"),
-    ("any of the latest updates on privacy?", "search type:update privacy"),
+    ("any of the latest updates on privacy?", "search privacy"),  # with a topic, "updates" is news
     ("updates to the latest models", "search updates models"),
     ("the latest 2 papers", "latest 2"),
     ("what's new in speech recognition", "search speech recognition"),

@@ -672,6 +672,19 @@ def test_when_the_filters_leave_nothing_the_reply_says_what_the_words_alone_find
     assert "Try broader words" in absent.text
 
 
+def test_filters_alone_that_match_nothing_say_so_and_when_the_newest_item_is_from(corpus: Store) -> None:
+    """`since:2026-11-01` (a question's "from last month") was told to try broader words, a related topic and
+    the spelling (until 2026-12-06)."""
+    services = Services(corpus, Settings(), index=hybrid(corpus))
+    newest = max(item.published for item in corpus_items()).date().isoformat()
+    reply = handle(Invocation("search since:2026-11-01", "T1", "C1", "U1"), services)
+    assert reply.text == ("No results for “since:2026-11-01”: no item matches the filter; widen or drop it. "
+                          f"The newest item is from {newest}: `/mlresearch latest` lists the newest.")
+    reply = handle(Invocation("search author:nobody type:paper", "T1", "C1", "U1"), services)
+    assert reply.text == ("No results for “author:nobody type:paper”: no item matches the filter; widen or "
+                          "drop it.")
+
+
 def test_words_found_only_by_meaning_are_no_reason_to_drop_a_filter(corpus: Store) -> None:
     index = hybrid(corpus)
     alone = search(index, "gaussian splatting", 10)
