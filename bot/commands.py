@@ -33,6 +33,7 @@ from bot.search.query import parse_query, split_filters
 from bot.search.related import find_item, related
 from bot.search.words import content
 from bot.store import Store, utcnow
+from bot.summarize import MAX_ITEMS as SUMMARY_ITEMS
 from bot.summarize import Summarizer
 from bot.views import SHARE_ACTION_ID, Blocks
 
@@ -269,7 +270,8 @@ def cmd_summarize(rest: str, inv: Invocation, services: Services) -> Reply:
     if summary is None:
         query = parse_query(rest)
         said = " ".join(query.links) or rest  # a link as its address
-        unfiltered = services.index.search(query, 1, services.store).unfiltered  # only when nothing was found
+        # the summary's own search, answered again from the index's kept answers (the same query and limit)
+        unfiltered = services.index.search(query, SUMMARY_ITEMS, services.store).unfiltered
         if unfiltered:  # the filters left nothing the words alone find
             return Reply(*views.no_summary(said, unfiltered=(unfiltered, *split_filters(rest))))
         topics = services.index.suggest(query.content, services.store)
