@@ -21,6 +21,7 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 
 from bot import digest, home, status, views
+from bot.ask import understand
 from bot.blocks import FALLBACK_TEXT_LIMIT, counted, cut, escape
 from bot.config import Settings
 from bot.errors import SearchError, StoreError
@@ -254,12 +255,23 @@ def cmd_latest(rest: str, inv: Invocation, services: Services) -> Reply:
     elif COUNT.fullmatch(rest) and int(rest) >= 1:
         n = int(rest)
     else:
-        return line(usage)
+        return line(usage + _instead_of_latest(rest))
     note = f"at most {LATEST_MAX} at a time" if n > LATEST_MAX else ""
     items = services.store.latest(min(n, LATEST_MAX))
     if not items:
         return Reply(*views.latest_reply(items))
     return _shareable(views.latest_reply(items, note))
+
+
+def _instead_of_latest(rest: str) -> str:
+    """What to type for `latest` followed by words ("latest privacy", "latest 2025 papers"), read as a
+    question would be (bot.ask): " Did you mean `/mlresearch search privacy`?" ("" when it names no topic or
+    time)."""
+    understood = understand(f"latest {rest}", now=utcnow().date())
+    named = understood.since or understood.until or any(re.search(r"[^\W\d_]", w) for w in understood.words)
+    if understood.action != "search" or not named:  # "latest 1.5": a count mistyped
+        return ""
+    return f" Did you mean `{C} {escape(cut(understood.command().replace('`', ''), 200))}`?"
 
 
 def cmd_summarize(rest: str, inv: Invocation, services: Services) -> Reply:

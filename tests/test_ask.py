@@ -152,6 +152,9 @@ def test_a_follow_up_that_replaces_the_topic_says_so() -> None:
         "Searched for “vision” published since 2026-01-01 (“this year”), in place of this thread's topic."
     assert not ask("and on-device?", first).replaced
     assert not ask("what about it?", first).replaced  # no new words: the same topic again
+    newest = ask("what about the newest ones?", first)  # "ones", like "it", is no topic
+    assert newest.command() == "search speech recognition since:2026-01-01" and not newest.replaced
+    assert ask("which items mention privacy?").words == ("privacy",)
 
 
 @pytest.mark.parametrize(("text", "words"), [

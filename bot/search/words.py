@@ -48,6 +48,7 @@ looked worked someone somebody everyone everybody going gonna actually really ve
 especially particularly specifically bot guys folks put much many lot lots so own other another each every
 wrote written authored author authors release releases releasing explain explains explained explaining
 attend attends attended attending
+ones items
 don doesn didn isn aren wasn weren haven hasn hadn won wouldn shouldn couldn
 """
 # Filler beyond STOPWORDS is dropped only from a question or a longer query: two words typed as a search are
