@@ -10,6 +10,7 @@ import random
 import re
 import string
 from collections import Counter
+from dataclasses import replace
 from datetime import UTC, date, datetime
 
 import pytest
@@ -294,18 +295,37 @@ def test_a_description_missing_an_everyday_word_still_finds_its_match_by_meaning
 
 def test_no_result_suggests_a_related_topic_from_the_glossary(corpus: Store) -> None:
     services = Services(store=corpus, settings=Settings(), index=SearchIndex(corpus))
-    reply = handle(Invocation(text="search recognition zqxvw", team_id="T1", channel_id="C1", user_id="U1"),
+    reply = handle(Invocation(text="search recognition bandit", team_id="T1", channel_id="C1", user_id="U1"),
                    services)
     assert reply.text.startswith("No results") and "speech recognition" in reply.text
 
 
-@pytest.mark.parametrize("text", ["search predicting hotel cancellations", "search neural zqxvw",
-                                  "search 5g network slicing"])
+@pytest.mark.parametrize(("text", "meaning", "topic"), [
+    ("search quantum computing", True, None),  # was `computer vision`, `human-computer interaction`
+    ("search malware detection", True, None),  # was `voice activity detection`
+    ("search pid controller tuning", True, None),  # was `supervised fine-tuning`
+    ("search supply chain forecasting", True, None),  # was `chain of thought`
+    ("search recognition zqxvw", False, None),  # was `automatic speech recognition`
+    ("search ASR zqxvw", False, "automatic speech recognition"),  # the topic the words name, whole
+])
+def test_a_word_in_no_item_gets_no_topic_sharing_only_another_word(corpus: Store, text: str, meaning: bool,
+                                                                    topic: str | None) -> None:
+    """The topic suggested shared any word: "quantum computing" was offered computer vision. When a word is
+    in no item, only a topic the words name whole is; else the reply's everyday examples."""
+    index = hybrid(corpus) if meaning else SearchIndex(corpus)
+    reply = handle(Invocation(text=text, team_id="T1", channel_id="C1", user_id="U1"),
+                   Services(store=corpus, settings=Settings(), index=index))
+    assert reply.text.startswith("No results") and "No item holds" in reply.text, reply.text
+    suggested = re.findall(r"`([^`/]+)`", reply.text.split("a related topic (e.g. ")[1].split(")")[0])
+    assert suggested == ([topic] if topic else ["vision", "privacy", "speech"]), reply.text
+
+
+@pytest.mark.parametrize("text", ["search neural bandit homepod", "search recognition bandit"])
 def test_a_suggested_topic_is_one_the_archive_holds(corpus: Store, text: str) -> None:
     """Of the glossary's 98 topics, 36 are in none of the 72 posts; until 2026-12-06 a reply with nothing
     could suggest one ("try multi-token prediction" for hotel bookings), whose search then listed only items
     near it in meaning. Now each suggested topic is one whose search lists items holding its words."""
-    index = hybrid(corpus)
+    index = SearchIndex(corpus)  # by meaning, these find items: by their words, nothing
     query = parse_query(text.removeprefix("search "))
     reply = handle(Invocation(text=text, team_id="T1", channel_id="C1", user_id="U1"),
                    Services(store=corpus, settings=Settings(), index=index))
@@ -321,9 +341,9 @@ def test_a_suggested_topic_is_one_the_archive_holds(corpus: Store, text: str) ->
 def test_a_summary_of_nothing_suggests_a_topic_the_archive_holds(corpus: Store) -> None:
     """As a search does (until 2026-12-06 it said only "Try broader words")."""
     services = Services(store=corpus, settings=Settings(), index=hybrid(corpus))
-    asked = handle(Invocation(text="summarize recognition zqxvw", team_id="T1", channel_id="C1",
-                              user_id="U1"), services)
-    assert asked.text.startswith("Nothing in the archive is about “recognition zqxvw”"), asked.text
+    asked = handle(Invocation(text="summarize ASR zqxvw", team_id="T1", channel_id="C1", user_id="U1"),
+                   replace(services, index=SearchIndex(corpus)))  # by meaning, it finds ASR posts
+    assert asked.text.startswith("Nothing in the archive is about “ASR zqxvw”"), asked.text
     assert "a related topic (e.g. `automatic speech recognition`" in asked.text and "\n" not in asked.text
     none = handle(Invocation(text="summarize hotel zqxvw", team_id="T1", channel_id="C1", user_id="U1"),
                   services)
@@ -702,6 +722,23 @@ def test_a_question_for_the_latest_updates_or_a_years_papers_lists_those_newest_
     of_2025 = [i.published for i in newest if i.published.year == 2025][:5]
     shown = shown_items(understand("the latest 2025 papers", now=date(2026, 12, 6)), services)
     assert [i.published for i in shown.items] == of_2025 and len(of_2025) == 3
+
+
+@pytest.mark.parametrize(("typed", "meant"), [
+    ("latest privacy", "search privacy"),
+    ("latest 3 on privacy", "search privacy"),
+    ("latest 2025 papers", "search since:2025-01-01 until:2025-12-31"),
+    ("latest updates", "search type:update"),
+])
+def test_latest_with_words_names_the_command_that_answers_them(corpus: Store, typed: str, meant: str) -> None:
+    services = Services(corpus, Settings(), index=SearchIndex(corpus))
+    reply = handle(Invocation(typed, "T1", "C1", "U1"), services)
+    assert reply.text.startswith("Usage: `/mlresearch latest [n]`")
+    assert reply.text.endswith(f" Did you mean `/mlresearch {meant}`?")
+    answer = handle(Invocation(meant, "T1", "C1", "U1"), services)
+    assert answer.share_value == meant  # it answers: items, not another usage or nothing line
+    for bare in ("latest 0", "latest 3 papers", "latest 1.5"):  # a count mistyped names no topic
+        assert "Did you mean" not in handle(Invocation(bare, "T1", "C1", "U1"), services).text, bare
 
 
 # --- held up by questions nobody tuned for (the tuning set's second half, 2026-12-04) --------------------

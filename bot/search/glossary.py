@@ -294,16 +294,19 @@ def also(expanded: str | None, quote: Callable[[str], str]) -> str:
     return "; ".join(f"{quote(said)} as {forms}" for said, _, forms in pairs if forms)
 
 
-def suggest(words: Sequence[str], limit: int = 2, found: Callable[[str], bool] | None = None) -> list[str]:
-    """Topics of the glossary near `words` (an entry one of whose forms shares a term with them), to try when
-    nothing matched: their long forms, as written; given `found` (whether a search of a topic finds
-    anything), only topics it finds, of the first SUGGEST_TRIED near ones, so no suggestion leads to another
-    empty reply."""
-    wanted = {t for w in words for t in terms(w)}
+def suggest(words: Sequence[str], limit: int = 2, found: Callable[[str], bool] | None = None,
+            whole: bool = False) -> list[str]:
+    """Topics of the glossary near `words` (an entry one of whose forms shares a term with them; if `whole`,
+    one of whose forms they say whole, its terms in a row), to try when nothing matched: their long forms, as
+    written; given `found` (whether a search of a topic finds anything), only topics it finds, of the first
+    SUGGEST_TRIED near ones, so no suggestion leads to another empty reply."""
+    said = [t for w in words for t in terms(w)]
+    wanted = set(said)
     found_topics: list[str] = []
     tried = 0
     for entry in entries():
-        if not any(wanted & set(terms(form)) for form in entry.forms):
+        if not any(_in_a_row(said, tuple(terms(form))) if whole else wanted & set(terms(form))
+                   for form in entry.forms):
             continue
         topic = next((form for form in (entry.long[0], entry.short) if form.lower() not in words), None)
         if topic is None:
@@ -318,3 +321,9 @@ def suggest(words: Sequence[str], limit: int = 2, found: Callable[[str], bool] |
         if len(found_topics) >= limit:
             break
     return found_topics
+
+
+def _in_a_row(said: Sequence[str], form: tuple[str, ...]) -> bool:
+    """Whether `form`'s terms stand in `said` one after another."""
+    width = len(form)
+    return bool(form) and any(tuple(said[n : n + width]) == form for n in range(len(said) - width + 1))

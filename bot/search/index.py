@@ -275,7 +275,10 @@ class SearchIndex:
     def suggest(self, words: Sequence[str], store: Store | None = None) -> list[str]:
         """Topics of the glossary to try when nothing matched `words` (`glossary.suggest`): only those that
         items hold (a search's best hit matches the topic's words, not its meaning alone), so a suggestion
-        never leads to another empty reply, nor to items only near a topic the archive does not cover."""
+        never leads to another empty reply, nor to items only near a topic the archive does not cover. When
+        a word is in no item ("quantum computing"), only a topic the words name whole ("ASR for kids":
+        automatic speech recognition): one sharing the other word would be about something else (computer
+        vision)."""
 
         def found(topic: str) -> bool:
             try:
@@ -284,7 +287,9 @@ class SearchIndex:
                 return False
             return bool(hits) and not hits[0].by_meaning
 
-        return glossary.suggest(words, found=found)
+        asked = parse_query(" ".join(words))
+        absent = text_query(self.current(store), asked, glossary.expand(list(asked.terms), asked.text)).absent
+        return glossary.suggest(words, found=found, whole=bool(absent))
 
     def _search(self, snapshot: Snapshot, query: Query, limit: int, store: Store | None) -> Found:
         if query.links:
