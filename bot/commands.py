@@ -174,7 +174,7 @@ def _answer(inv: Invocation, services: Services, shared_by: str | None, button: 
     if not button:  # a thread's answer says what was searched for in its own header (Understood.describe)
         return replace(reply, share_value=None)
     if reply.searched_for:  # a misspelt word was searched as typed right: the reply opens by saying so
-        said, opened = views.searched_opening(reply.searched_for, rest)
+        said, opened = views.searched_opening(reply.searched_for, split_filters(rest)[0] or rest)  # the words
         reply = replace(reply, text=cut(said + reply.text, FALLBACK_TEXT_LIMIT),
                         blocks=[*opened, *reply.blocks])
     if reply.share_value is None:

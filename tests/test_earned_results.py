@@ -468,17 +468,22 @@ def test_a_summary_of_a_misspelt_topic_says_what_it_searched_for(corpus: Store) 
     assert not right.startswith("Searched for") and right.split(": ", 1)[1] == typo.text.split(": ", 1)[1]
 
 
-@pytest.mark.parametrize(("command", "misspelt", "under"), [
+@pytest.mark.parametrize(("command", "typed", "under"), [
     ("search captoning type:paper", "captoning", "4 results"),
-    ("search speech recogniton zqxvw", "recogniton", "No results. No item holds “zqxvw”."),
-    ("summarize speech recogniton", "recogniton", "What Apple ML Research says about “speech recognition”"),
+    ("search captoning since:2024-01-01", "captoning", "1 result"),
+    ("search speech recogniton zqxvw", "speech recogniton zqxvw", "No results. No item holds “zqxvw”."),
+    ("summarize speech recogniton", "speech recogniton",
+     "What Apple ML Research says about “speech recognition”"),
+    ("summarize captoning since:2024-01-01", "captoning", "What Apple ML Research says about “captioning”"),
 ])
 def test_a_corrected_reply_names_the_words_typed_once_and_then_speaks_of_the_words_searched(
-        corpus: Store, command: str, misspelt: str, under: str) -> None:
+        corpus: Store, command: str, typed: str, under: str) -> None:
     """The reply opened "Searched for “captioning”", then counted "4 results for “captoning type:paper”" (a
     summary: "What Apple ML Research says about “speech recogniton”"), as if the typo had been searched after
-    all. Now the opening names both, once, and nothing under it echoes the typo."""
-    typed = command.split(" ", 1)[1]
+    all. Now the opening names both, once, and nothing under it echoes the typo. What was typed is the words
+    that were corrected, without the filters (until 2026-12-06 "you typed “captoning type:paper”", beside
+    "Searched for “captioning”")."""
+    misspelt = next(word for word in typed.split() if word in ("captoning", "recogniton"))
     reply = handle(Invocation(text=command, team_id="T1", channel_id="C1", user_id="U1"),
                    Services(store=corpus, settings=Settings(), index=hybrid(corpus)))
     opening = reply.blocks[0]["elements"][0]["text"]
