@@ -196,8 +196,11 @@ def understand(text: str, previous: Understood | None = None, *, now: date) -> U
     long = len(plain) > MAX_TEXT
     if long:  # read up to the last whole word that fits
         plain = plain[: MAX_TEXT + 1].rsplit(" ", 1)[0]
+    years = [found.group(2) for found in _LATEST_YEAR.finditer(plain)]
     plain = _LATEST_YEAR.sub(r"\1 in \2", plain)
     since, until, when, plain = _time_filters(plain, now)
+    for year in years:  # said back as typed: "the latest 2025 papers" is “2025”, not “in 2025”
+        when = re.sub(rf"\bin {year}\b", year, when, count=1)
     here = bool(_HERE.search(plain))
     plain = _HERE.sub(" ", plain)
     action, count, updates = None, None, None

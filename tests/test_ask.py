@@ -111,6 +111,12 @@ def test_the_words_pick_the_action(text: str, command: str) -> None:
     assert ask(text).command() == command
 
 
+def test_a_year_next_to_latest_is_said_back_as_typed() -> None:
+    """It said (“in 2025”), words nobody typed (until 2026-12-06)."""
+    assert ask("the latest 2025 papers").describe().endswith(" 2025-01-01 to 2025-12-31 (“2025”).")
+    assert ask("papers in 2025").describe().endswith(" (“in 2025”).")
+
+
 @pytest.mark.parametrize("text", ["", "<@U0BOT>", "  <@U0BOT>  ?", "hi", "hello there!", "help", "summarize"])
 def test_no_question_is_help(text: str) -> None:
     assert ask(text).action == "help"
