@@ -30,7 +30,7 @@ from bot.search.highlight import matcher_for_text
 from bot.search.index import SearchIndex
 from bot.search.keywords import as_spelled
 from bot.search.match import MAX_KEYWORD_CHARS, TOPIC_PREFIX, split_keywords
-from bot.search.query import parse_query, split_filters
+from bot.search.query import Query, parse_query, split_filters
 from bot.search.related import find_item, related
 from bot.search.words import content
 from bot.store import Store, utcnow
@@ -221,7 +221,7 @@ def cmd_search(rest: str, inv: Invocation, services: Services) -> Reply:
         newest = services.store.latest(1) if dated else []
         return Reply(*views.no_filtered(rest, newest[0] if newest else None))
     if found.unfiltered:  # the filters left nothing the words alone find
-        return Reply(*views.no_results(echoed, unfiltered=(found.unfiltered, *split_filters(rest))),
+        return Reply(*views.no_results(echoed, unfiltered=(found.unfiltered, *_filtered(rest, query))),
                      searched_for=found.searched_for)
     if not hits:
         topics = services.index.suggest(query.content, services.store)
@@ -263,6 +263,12 @@ def cmd_latest(rest: str, inv: Invocation, services: Services) -> Reply:
     return _shareable(views.latest_reply(items, note))
 
 
+def _filtered(rest: str, query: Query) -> tuple[str, str]:
+    """`rest`'s words and filters (`split_filters`), a link's words as its address (Slack sends <https://…>)."""
+    words, filters = split_filters(rest)
+    return " ".join(query.links) or words, filters
+
+
 def _instead_of_latest(rest: str) -> str:
     """What to type for `latest` followed by words ("latest privacy", "latest 2025 papers"), read as a
     question would be (bot.ask): " Did you mean `/mlresearch search privacy`?" ("" when it names no topic or
@@ -285,7 +291,7 @@ def cmd_summarize(rest: str, inv: Invocation, services: Services) -> Reply:
         # the summary's own search, answered again from the index's kept answers (the same query and limit)
         unfiltered = services.index.search(query, SUMMARY_ITEMS, services.store).unfiltered
         if unfiltered:  # the filters left nothing the words alone find
-            return Reply(*views.no_summary(said, unfiltered=(unfiltered, *split_filters(rest))))
+            return Reply(*views.no_summary(said, unfiltered=(unfiltered, *_filtered(rest, query))))
         topics = services.index.suggest(query.content, services.store)
         return Reply(*views.no_summary(said, topics))
     return _shareable(views.summary_reply(summary), summary.searched_for)

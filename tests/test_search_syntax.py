@@ -224,6 +224,33 @@ def test_a_link_among_words_is_no_word_of_the_search(corpus: Store, meaning: boo
     assert titles(among) == titles(search(index, "privacy", 10)) and among.missing == ()
 
 
+@pytest.mark.parametrize("meaning", [False, True])
+def test_a_filter_beside_a_link_applies_to_the_item_at_it(corpus: Store, meaning: bool) -> None:
+    """`<link> type:paper` dropped the link and listed every paper (67 results); a summary of `<link>
+    type:update` quoted the newest update, and `related` compared against it."""
+    index = corpus_index(corpus, meaning)
+    for typed in (f"{EPICACHE} type:paper", f"<{EPICACHE}> since:2024-01-01", f"type:paper <{EPICACHE}|x>"):
+        found = search(index, typed, 10)
+        assert [hit.item.link for hit in found.hits] == [EPICACHE] and found.total == 1, typed
+    for typed in (f"<{EPICACHE}> type:update", f"{EPICACHE} until:2017-01-01"):
+        found = search(index, typed, 10)
+        assert not found.hits and found.total == 0 and found.unfiltered == 1, typed
+    services = Services(store=corpus, settings=Settings(), index=index)
+
+    def ask(text: str) -> str:
+        return handle(Invocation(text=text, team_id="T1", channel_id="C1", user_id="U1"), services).text
+
+    assert ask(f"search <{EPICACHE}> type:update") == (
+        f"No results for “{EPICACHE}”. Without type:update there is 1 result: "
+        f"`/mlresearch search {EPICACHE}`.")
+    assert ask(f"summarize <{EPICACHE}> type:update") == (
+        f"Nothing in the archive is about “{EPICACHE}”. Without type:update there is 1 result: "
+        f"`/mlresearch summarize {EPICACHE}`.")
+    assert ask(f"summarize <{EPICACHE}> type:paper").startswith(
+        "What Apple ML Research says about “EpiCache: Episodic KV Cache")
+    assert "Related to" not in ask(f"related <{EPICACHE}> type:update")
+
+
 def test_a_slack_search_of_a_link_shows_its_item(corpus: Store) -> None:
     services = Services(store=corpus, settings=Settings(), index=corpus_index(corpus, True))
     reply = handle(Invocation(text=f"search <{EPICACHE}>", team_id="T1", channel_id="C1", user_id="U1"),

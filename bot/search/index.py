@@ -31,7 +31,7 @@ from bot.config import Settings
 from bot.errors import BotError, NothingFound, SearchError, SearchUnavailable
 from bot.models import SearchFilters, SearchHit
 from bot.search import glossary
-from bot.search.engine import Snapshot, build, newest_hits, ranked_hits
+from bot.search.engine import SCHEMA, Snapshot, build, newest_hits, ranked_hits
 from bot.search.keywords import as_spelled, combined, filter_clauses, spelled, text_query, whole_last
 from bot.search.query import MAX_QUERY_CHARS, Query, parse_query
 from bot.search.words import STOPWORDS
@@ -319,7 +319,9 @@ class SearchIndex:
         reader = store or self.store
         items = [item for link in query.links if (item := reader.item_by_link(link)) is not None]
         if items:
-            return Found([SearchHit(item, 1.0) for item in items[:limit]], total=len(items))
+            kept = [item for item in items if _passes(snapshot, item.id, query)]  # `<link> type:paper`
+            return Found([SearchHit(item, 1.0) for item in kept[:limit]], total=len(kept),
+                         unfiltered=0 if kept else len(items))
         one = len(query.links) == 1
         gone = "That link is not in the archive" if one else "Those links are not in the archive"
         if all(term in STOPWORDS for term in query.terms):  # none, or only common words (…/a)
@@ -364,6 +366,15 @@ class SearchIndex:
             hits, total = ranked_hits(snapshot, keyword, limit, reader)
             return Found(hits, searched_for, expanded, _notes(note, told), total, words.absent)
         return Found(ranked.hits, searched_for, expanded, told, ranked.total, words.absent)
+
+
+def _passes(snapshot: Snapshot, item_id: str, query: Query) -> bool:
+    """Whether the item `item_id` passes `query`'s filters (and words typed after a minus)."""
+    clauses = filter_clauses(query)
+    if not clauses:
+        return True
+    at = tantivy.Query.term_query(SCHEMA, "id", item_id)
+    return bool(snapshot.searcher.search(combined([(tantivy.Occur.Must, at), *clauses]), 1).hits)
 
 
 def absent(missing: Sequence[str]) -> str:

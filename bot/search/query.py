@@ -170,18 +170,21 @@ def parse_query(text: str, *, every_word: bool = False) -> Query:
 def _links(text: str) -> tuple[tuple[str, ...], str]:
     """The links in `text` and the text to search. A text of nothing but links: their canonical forms (as
     items hold them), each once, and the words of the last part of each address (`hey siri` of
-    …/research/hey-siri, an Apple post's title words; not an arXiv number). Links among other words: none,
-    and the text without them (an address is no word of a search)."""
+    …/research/hey-siri, an Apple post's title words; not an arXiv number), with any filters typed beside
+    them (`<link> type:paper`). Links among other words: none, and the text without them (an address is no
+    word of a search)."""
     typed = [(found.group(1) or found.group(2)).rstrip(_AFTER_LINK)
              for found in LINK.finditer(text, 0, MAX_LINKS_CHARS)]
     if not typed:
         return (), text
     rest = LINK.sub(" ", text)
-    if rest.strip():
+    words, filters = split_filters(rest)
+    if words:
         return (), rest
     links = tuple(dict.fromkeys(link for address in typed[:MAX_LINKS] if (link := canonical_link(address))))
     ends = (link.rsplit("/", 1)[-1].split("?")[0] if link.count("/") > 2 else "" for link in links)
-    return links, " ".join(end for end in ends if re.search(r"[^\W\d_]", end))  # words, not numbers
+    said = [end for end in ends if re.search(r"[^\W\d_]", end)]  # words, not numbers
+    return links, " ".join([*said, filters]).strip()  # the filters (type:paper) apply to the linked items
 
 
 def _without(text: str) -> tuple[str, tuple[tuple[str, ...], ...]]:
