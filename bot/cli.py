@@ -540,7 +540,7 @@ def cmd_summarize(settings: Settings, args: argparse.Namespace) -> int:
         _out(f"searched for {_echo(summary.searched_for)}")
     if summary.note:
         _err(summary.note)
-    found = counted(len(summary.items), "item")
+    found = counted(len(summary.items), "item") + (f", {summary.filters}" if summary.filters else "")
     _out(f"What Apple ML Research says about {_echo(summary.about)} ({found}, {span}; {how}):\n")
     _out(summary.text() + "\n")
     for n, item in enumerate(summary.items, 1):

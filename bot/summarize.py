@@ -27,7 +27,7 @@ from bot.models import Item
 from bot.search.analysis import base
 from bot.search.highlight import matching_words, words
 from bot.search.index import SearchIndex
-from bot.search.query import parse_query
+from bot.search.query import parse_query, split_filters
 
 if TYPE_CHECKING:
     import httpx
@@ -71,8 +71,16 @@ class Summary:
 
     @property
     def about(self) -> str:
-        """The topic as searched: typed right when a misspelt word was searched as another."""
-        return self.searched_for or self.topic
+        """The topic as searched: typed right when a misspelt word was searched as another; its words, without
+        the filters (`filters`)."""
+        return self.searched_for or split_filters(self.topic)[0] or self.topic
+
+    @property
+    def filters(self) -> str:
+        """The filters typed with the topic ("type:update"), said beside it, not as words of it ("" when it is
+        only filters: then they are the topic)."""
+        words, filters = split_filters(self.topic)
+        return filters if words else ""
 
     @property
     def first_day(self) -> date:
@@ -255,7 +263,7 @@ class Summarizer:
         about = retrieved.about  # a link pasted in: the item's title, or its address
         if self.abstractive:
             try:
-                bullets = self.ask_model(about, items)
+                bullets = self.ask_model(split_filters(about)[0] or about, items)  # the words, not type:
                 return cite(about, bullets, items, "abstractive", self.model, searched_for, note)
             except SummaryError as exc:
                 log.warning("event=summary_fallback reason=%r", str(exc))

@@ -283,12 +283,13 @@ def summary_reply(summary: Summary) -> tuple[str, Blocks]:
         else f"written by {escape(cut(summary.model or 'a language model', 60))} from these items only"
     )
     blocks: Blocks = [context(escape(summary.note))] if summary.note else []
-    blocks.append(section(f"*What Apple ML Research says about {quoted(summary.about)}*"))
+    about = quoted(summary.about) + (f" ({escape(cut(summary.filters, 100))})" if summary.filters else "")
+    blocks.append(section(f"*What Apple ML Research says about {about}*"))
     for bullet in summary.bullets:
         sources = "; ".join(citation(summary.items[n - 1]) for n in bullet.sources)
         blocks.append(section(f"• {escape(bullet.text)}\n      ↳ {sources}"))
     blocks.append(context(f"{counted(len(summary.items), 'item')}, {span} · {how}"))
-    text = f"What Apple ML Research says about {quoted(summary.about)}: " + " ".join(
+    text = f"What Apple ML Research says about {about}: " + " ".join(
         escape(b.text) for b in summary.bullets
     )
     return cut(text, 3000), blocks

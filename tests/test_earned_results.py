@@ -493,6 +493,23 @@ def test_a_corrected_reply_names_the_words_typed_once_and_then_speaks_of_the_wor
     assert under in shown and misspelt not in shown, shown  # (Share in channel re-runs the command as typed)
 
 
+def test_a_summary_says_its_filters_beside_its_topic_not_as_words_of_it(corpus: Store) -> None:
+    """It said *What Apple ML Research says about “privacy type:update”* (until 2026-12-06)."""
+    services = Services(store=corpus, settings=Settings(), index=hybrid(corpus))
+
+    def summarize(topic: str) -> Reply:
+        return handle(Invocation(text=f"summarize {topic}", team_id="T1", channel_id="C1", user_id="U1"),
+                      services)
+
+    updates = summarize("privacy type:update")
+    header = "What Apple ML Research says about “privacy” (type:update): "
+    assert updates.text.startswith(header), updates.text
+    cited = " ".join(str(block) for block in updates.blocks if "↳" in str(block))
+    assert "/updates/" in cited and "/research/" not in cited
+    dated = summarize("since:2025-01-01").text
+    assert dated.startswith("What Apple ML Research says about “since:2025-01-01”: "), dated
+
+
 def test_a_question_is_ranked_by_its_topic_not_its_question_words(corpus: Store) -> None:
     index = hybrid(corpus)
     asked = search(index, "what has apple published about differential privacy lately?", 5)

@@ -135,6 +135,16 @@ def test_the_model_summarizes_a_linked_item_under_its_title(index: SearchIndex, 
     assert f"Topic: {item.title}\n" in prompt and "[1]" in prompt and "[2]" not in prompt
 
 
+def test_the_model_is_asked_about_the_words_not_the_filters(index: SearchIndex, api: FakeOpenAI) -> None:
+    """It was asked about "diffusion models type:paper"; the filters choose the items, not the topic."""
+    api.content = "- It composes diffusion models [1].\n"
+    summary = Summarizer(api.url, "sk-test", "tiny-model", timeout=5).summarize(index,
+                                                                                "diffusion models type:paper")
+    assert summary is not None and summary.about == "diffusion models" and summary.filters == "type:paper"
+    prompt = api.requests[0]["body"]["messages"][1]["content"]
+    assert "Topic: diffusion models\n" in prompt and "type:paper" not in prompt
+
+
 def test_a_citation_of_an_item_not_retrieved_is_rejected(index: SearchIndex, api: FakeOpenAI) -> None:
     retrieved = retrieve(index, "diffusion models")[0]
     api.content = (
