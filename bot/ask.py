@@ -218,7 +218,7 @@ def understand(text: str, previous: Understood | None = None, *, now: date) -> U
     replacing = bool(_REPLACE.match(plain))
     narrowing = bool(_NARROW.match(plain))
     words = topic_words(plain)
-    if action == "latest" and count is None and len(words) == 1 and words[0].isdigit():
+    if action == "latest" and count is None and len(words) == 1 and words[0].isdecimal():  # not "²"
         count, words = _how_many(words[0]), []
     if updates and all(_FILTER_TOKEN.fullmatch(w) for w in words):  # "the latest updates": the newest such
         words = ["type:update", *words]
@@ -235,7 +235,7 @@ def understand(text: str, previous: Understood | None = None, *, now: date) -> U
 def _how_many(told: str) -> int:
     """A count of newest items as told ("3", "three"), from 1 to LATEST_MAX."""
     told = told.lower()
-    return max(1, min(int(told) if told.isdigit() else _NUMBERS[told], LATEST_MAX))
+    return max(1, min(int(told) if told.isdecimal() else _NUMBERS[told], LATEST_MAX))
 
 
 def with_topic(understood: Understood, words: list[str], note: str) -> Understood:

@@ -111,6 +111,14 @@ def test_the_words_pick_the_action(text: str, command: str) -> None:
     assert ask(text).command() == command
 
 
+@pytest.mark.parametrize("text", ["latest ²", "latest 1²", "the latest ³ papers"])
+def test_a_digit_that_is_no_number_is_no_count(text: str) -> None:
+    """`int("²")` raised: a question "latest ²" crashed (until 2026-12-06), and so did `/mlresearch latest ²`
+    once its usage line read the words as a question would."""
+    assert ask(text).count is None
+    assert ask("latest ٣").command() == "latest 3"  # a decimal digit of another script is one
+
+
 def test_a_year_next_to_latest_is_said_back_as_typed() -> None:
     """It said (“in 2025”), words nobody typed (until 2026-12-06)."""
     assert ask("the latest 2025 papers").describe().endswith(" 2025-01-01 to 2025-12-31 (“2025”).")
