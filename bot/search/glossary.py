@@ -161,7 +161,7 @@ def expand(words: list[str], typed: str | None = None) -> list[Expansion]:
         else:
             said_short = _contains(lowered, short) or _contains(singular, short)
         said = entry.short if said_short else next(
-            (form for form in entry.long if _contains(stems, tuple(terms(form)))), None)
+            (form for form in entry.long if _contains(stems, _analyzed(form))), None)
         if said is None:
             continue
         others = [form for form in entry.forms if form != said]
@@ -206,14 +206,20 @@ def _owned(lowered: list[str]) -> tuple[list[tuple[str, int]], list[str]]:
 
 
 def _said(stems: list[str]) -> list[tuple[Plain, tuple[int, ...]]]:
-    """The plain entries `stems` say, in the list's order, each with the positions of its first form said."""
-    by_first = _plain_by_first()
-    found = []
-    for n in sorted({n for stem in set(stems) for n in by_first.get(stem, ())}):
-        entry = plain()[n]
-        at = next((at for cue in map(_analyzed, entry.said) if (at := _holds(stems, cue))), None)
+    """The plain entries `stems` say, in the list's order, each with the positions of its first form said.
+    Only the forms beginning with one of `stems` are tried, and of those only the ones whose every term is
+    among them (`_plain_cues`)."""
+    held = set(stems)
+    cues = sorted(cue for stem in held for cue in _plain_cues().get(stem, ()))
+    found: list[tuple[Plain, tuple[int, ...]]] = []
+    done: set[int] = set()
+    for n, _, cue in cues:  # each entry's forms in its order: the first said is the one found
+        if n in done or not all(term in held for term in cue):
+            continue
+        at = _holds(stems, cue)
         if at is not None:
-            found.append((entry, at))
+            found.append((plain()[n], at))
+            done.add(n)
     return found
 
 
@@ -253,14 +259,17 @@ def _holds(stems: list[str], cue: tuple[str, ...]) -> tuple[int, ...] | None:
 
 
 @lru_cache(maxsize=1)
-def _plain_by_first() -> dict[str, tuple[int, ...]]:
-    """The plain entries (by position) each term can begin: a query holding none of an entry's first terms
-    cannot say it."""
-    index: dict[str, list[int]] = {}
+def _plain_cues() -> dict[str, tuple[tuple[int, int, tuple[str, ...]], ...]]:
+    """The plain list's forms by their first term, each as (entry's position, form's position in it, its
+    terms): a query holding none of a form's first terms cannot say it (a question's "how" begins forms of
+    eleven entries, and trying each of their forms was most of `expand`'s time)."""
+    index: dict[str, list[tuple[int, int, tuple[str, ...]]]] = {}
     for n, entry in enumerate(plain()):
-        for key in {cue[0] for form in entry.said if (cue := _analyzed(form))}:
-            index.setdefault(key, []).append(n)
-    return {key: tuple(ns) for key, ns in index.items()}
+        for k, form in enumerate(entry.said):
+            cue = _analyzed(form)
+            if cue:
+                index.setdefault(cue[0], []).append((n, k, cue))
+    return {key: tuple(cues) for key, cues in index.items()}
 
 
 @lru_cache(maxsize=1)
@@ -276,7 +285,8 @@ def _by_first() -> dict[str, tuple[int, ...]]:
     return {key: tuple(ns) for key, ns in index.items()}
 
 
-def _analyzed(form: str) -> tuple[str, ...]:
+@lru_cache(maxsize=4096)  # the glossary's forms, analyzed once (`_said` reads every form of an entry a query
+def _analyzed(form: str) -> tuple[str, ...]:  # may say; 2,000-odd forms)
     return tuple(terms(form))
 
 
