@@ -274,7 +274,7 @@ def _instead_of_latest(rest: str) -> str:
     question would be (bot.ask): " Did you mean `/mlresearch search privacy`?" ("" when it names no topic or
     time)."""
     understood = understand(f"latest {rest}", now=utcnow().date())
-    named = understood.since or understood.until or any(re.search(r"[^\W\d_]", w) for w in understood.words)
+    named = understood.since or understood.until or any(c.isalpha() for w in understood.words for c in w)
     if understood.action != "search" or not named:  # "latest 1.5": a count mistyped
         return ""
     return f" Did you mean `{C} {escape(cut(understood.command().replace('`', ''), 200))}`?"

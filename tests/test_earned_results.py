@@ -759,7 +759,7 @@ def test_latest_with_words_names_the_command_that_answers_them(corpus: Store, ty
     assert reply.text.endswith(f" Did you mean `/mlresearch {meant}`?")
     answer = handle(Invocation(meant, "T1", "C1", "U1"), services)
     assert answer.share_value == meant  # it answers: items, not another usage or nothing line
-    for bare in ("latest 0", "latest 3 papers", "latest 1.5"):  # a count mistyped names no topic
+    for bare in ("latest 0", "latest 3 papers", "latest 1.5", "latest ²"):  # a count mistyped names no topic
         assert "Did you mean" not in handle(Invocation(bare, "T1", "C1", "U1"), services).text, bare
 
 
