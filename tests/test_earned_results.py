@@ -10,6 +10,7 @@ import random
 import re
 import string
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, date, datetime
 
@@ -451,14 +452,16 @@ def test_a_summary_never_quotes_a_sentence_about_the_texts_readers(corpus: Store
         assert re.search(r"\bspeech recognition\b", bullet.text, re.IGNORECASE), bullet.text
 
 
+def summarizing(corpus: Store) -> Callable[[str], Reply]:
+    """`/mlresearch summarize <topic>` over the corpus, by meaning, as Slack would send it."""
+    services = Services(store=corpus, settings=Settings(), index=hybrid(corpus))
+    return lambda topic: handle(Invocation(text=f"summarize {topic}", team_id="T1", channel_id="C1",
+                                           user_id="U1"), services)
+
+
 def test_a_summary_of_a_misspelt_topic_says_what_it_searched_for(corpus: Store) -> None:
     """As search does: the summary is of the topic typed right, and the reply says so."""
-    services = Services(store=corpus, settings=Settings(), index=hybrid(corpus))
-
-    def summarize(topic: str) -> Reply:
-        return handle(Invocation(text=f"summarize {topic}", team_id="T1", channel_id="C1", user_id="U1"),
-                      services)
-
+    summarize = summarizing(corpus)
     typo = summarize("speech recogniton")
     assert typo.text.startswith("Searched for “speech recognition” (you typed “speech recogniton”). "
                                 "What Apple ML Research says about “speech recognition”:"), typo.text
@@ -495,12 +498,7 @@ def test_a_corrected_reply_names_the_words_typed_once_and_then_speaks_of_the_wor
 
 def test_a_summary_says_its_filters_beside_its_topic_not_as_words_of_it(corpus: Store) -> None:
     """It said *What Apple ML Research says about “privacy type:update”* (until 2026-12-06)."""
-    services = Services(store=corpus, settings=Settings(), index=hybrid(corpus))
-
-    def summarize(topic: str) -> Reply:
-        return handle(Invocation(text=f"summarize {topic}", team_id="T1", channel_id="C1", user_id="U1"),
-                      services)
-
+    summarize = summarizing(corpus)
     updates = summarize("privacy type:update")
     header = "What Apple ML Research says about “privacy” (type:update): "
     assert updates.text.startswith(header), updates.text
