@@ -477,7 +477,7 @@ def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
         elif filtered and not asked.terms:
             hint = f"no item matches {FILTERS}; widen or drop it"
         else:
-            related = _topics(index, asked.content)
+            related = _topics(index, asked.content, found.missing)
             hint = f"{absent}try fewer or broader words or a related topic{related}, " + \
                 (f"check the spelling, or drop {FILTERS}" if filtered else "or check the spelling")
         _out(_nothing_found(store, f"no results for {_echo(found.searched_for or query)}: {hint}"))
@@ -501,10 +501,10 @@ def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _topics(index: SearchIndex, words: Sequence[str]) -> str:
-    """The topics a reply with nothing suggests for a query's content `words` (`SearchIndex.suggest`):
-    " (e.g. 'a', 'b')", or ""."""
-    topics = index.suggest(words)
+def _topics(index: SearchIndex, words: Sequence[str], missing: Sequence[str]) -> str:
+    """The topics a reply with nothing suggests for a query's content `words`, of which its search found
+    `missing` in no item (`SearchIndex.suggest`): " (e.g. 'a', 'b')", or ""."""
+    topics = index.suggest(words, missing=missing)
     return f" (e.g. {', '.join(repr(t) for t in topics)})" if topics else ""
 
 
@@ -512,6 +512,7 @@ def cmd_summarize(settings: Settings, args: argparse.Namespace) -> int:
     from bot.blocks import counted  # imported with the summarizer anyway
     from bot.search.index import SearchIndex, meaning_model
     from bot.search.query import parse_query
+    from bot.summarize import MAX_ITEMS as SUMMARY_ITEMS
     from bot.summarize import Summarizer
 
     topic = " ".join(" ".join(args.topic).split())
@@ -524,7 +525,8 @@ def cmd_summarize(settings: Settings, args: argparse.Namespace) -> int:
         if args.json:
             _out(json.dumps({"topic": topic, "summary": None, "items": []}, ensure_ascii=False))
         else:
-            related = _topics(index, parse_query(topic).content)
+            asked = parse_query(topic)  # the summary's own search, answered again from the index's kept one
+            related = _topics(index, asked.content, index.search(asked, SUMMARY_ITEMS).missing)
             also = f" or a related topic{related}" if related else ""
             said = f"nothing in the archive is about {_echo(topic)}: try broader words{also}"
             _out(_nothing_found(store, said))

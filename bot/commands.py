@@ -224,7 +224,7 @@ def cmd_search(rest: str, inv: Invocation, services: Services) -> Reply:
         return Reply(*views.no_results(echoed, unfiltered=(found.unfiltered, *_filtered(rest, query))),
                      searched_for=found.searched_for)
     if not hits:
-        topics = services.index.suggest(query.content, services.store)
+        topics = services.index.suggest(query.content, services.store, found.missing)
         return Reply(*views.no_results(echoed, found.missing, topics, found.meant),
                      searched_for=found.searched_for)
     shown = hits[:SEARCH_RESULTS]
@@ -289,10 +289,10 @@ def cmd_summarize(rest: str, inv: Invocation, services: Services) -> Reply:
         query = parse_query(rest)
         said = " ".join(query.links) or rest  # a link as its address
         # the summary's own search, answered again from the index's kept answers (the same query and limit)
-        unfiltered = services.index.search(query, SUMMARY_ITEMS, services.store).unfiltered
-        if unfiltered:  # the filters left nothing the words alone find
-            return Reply(*views.no_summary(said, unfiltered=(unfiltered, *_filtered(rest, query))))
-        topics = services.index.suggest(query.content, services.store)
+        found = services.index.search(query, SUMMARY_ITEMS, services.store)
+        if found.unfiltered:  # the filters left nothing the words alone find
+            return Reply(*views.no_summary(said, unfiltered=(found.unfiltered, *_filtered(rest, query))))
+        topics = services.index.suggest(query.content, services.store, found.missing)
         return Reply(*views.no_summary(said, topics))
     return _shareable(views.summary_reply(summary), summary.searched_for)
 

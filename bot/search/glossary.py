@@ -315,7 +315,7 @@ def suggest(words: Sequence[str], limit: int = 2, found: Callable[[str], bool] |
     found_topics: list[str] = []
     tried = 0
     for entry in entries():
-        if not any(_in_a_row(said, tuple(terms(form))) if whole else wanted & set(terms(form))
+        if not any(_contains(said, _analyzed(form)) if whole else wanted & set(_analyzed(form))
                    for form in entry.forms):
             continue
         topic = next((form for form in (entry.long[0], entry.short) if form.lower() not in words), None)
@@ -331,9 +331,3 @@ def suggest(words: Sequence[str], limit: int = 2, found: Callable[[str], bool] |
         if len(found_topics) >= limit:
             break
     return found_topics
-
-
-def _in_a_row(said: Sequence[str], form: tuple[str, ...]) -> bool:
-    """Whether `form`'s terms stand in `said` one after another."""
-    width = len(form)
-    return bool(form) and any(tuple(said[n : n + width]) == form for n in range(len(said) - width + 1))

@@ -272,13 +272,14 @@ class SearchIndex:
                     self._found.popitem(last=False)
         return _told_absent(found)
 
-    def suggest(self, words: Sequence[str], store: Store | None = None) -> list[str]:
+    def suggest(self, words: Sequence[str], store: Store | None = None, missing: Sequence[str] = ()
+                ) -> list[str]:
         """Topics of the glossary to try when nothing matched `words` (`glossary.suggest`): only those that
         items hold (a search's best hit matches the topic's words, not its meaning alone), so a suggestion
         never leads to another empty reply, nor to items only near a topic the archive does not cover. When
-        a word is in no item ("quantum computing"), only a topic the words name whole ("ASR for kids":
-        automatic speech recognition): one sharing the other word would be about something else (computer
-        vision)."""
+        a word is in no item (`missing`, as the search of `words` found: "quantum computing"), only a topic
+        the words name whole ("ASR for kids": automatic speech recognition): one sharing the other word would
+        be about something else (computer vision)."""
 
         def found(topic: str) -> bool:
             try:
@@ -287,9 +288,7 @@ class SearchIndex:
                 return False
             return bool(hits) and not hits[0].by_meaning
 
-        asked = parse_query(" ".join(words))
-        absent = text_query(self.current(store), asked, glossary.expand(list(asked.terms), asked.text)).absent
-        return glossary.suggest(words, found=found, whole=bool(absent))
+        return glossary.suggest(words, found=found, whole=bool(missing))
 
     def _search(self, snapshot: Snapshot, query: Query, limit: int, store: Store | None) -> Found:
         if query.links:
