@@ -1,4 +1,4 @@
-"""Search quality on three judged query sets, per kind of query: the set the ranking was tuned on and two
+"""Search quality on four judged query sets, per kind of query: the set the ranking was tuned on and three
 held-out sets nobody tuned on, keyword-only and hybrid side by side.
 
     .venv/bin/python benchmarks/bench_quality.py [--queries A.json B.json ...] [--detail]
@@ -11,7 +11,9 @@ queries was run, and is never tuned on: its figures are what users get. tests/da
 descriptions and questions in everyday words) was written and judged from the post texts by a helper session
 that saw no ranking, no search code, no other query set and not the glossary's plain words, which were written
 without seeing it; its figures are the cleanest measure of the plain words (the other held-out set had been
-read before they were written). Per kind:
+read before they were written). tests/data/heldout2_queries.json (48 Slack-style queries, 2026-12-06) was
+written and judged the same way, after every rule and constant of today's search was chosen, and first run on
+this code: the freshest measure of what users get. Per kind:
 - nDCG@10 (grades 3 / 2 / 1);
 - recall@10 of the clearly relevant items (grade 2 or 3);
 - shown precision: the share of the results a reply shows (at most five) that are judged relevant (any
@@ -19,10 +21,14 @@ read before they were written). Per kind:
   nothing while something is relevant counts 0.0.
 By meaning alone: of the shown results marked `by_meaning` (hybrid), the share judged relevant. Queries
 nothing is relevant to (about what no post covers): how many each search answers with nothing, as it should.
-Related: the share of each judged item's three related items (bot.search.related) that share a topic with
-it (both graded 2 or 3 for some query of either set), and the most any ranking could score (some items share
-a topic with fewer than three others). Keyword-only is the SearchIndex without a model (BM25
-with the glossary); hybrid adds the bundled embedding model. No asserts: it reports.
+Related: of the (at most three) related items (bot.search.related) listed for each judged item, the share that
+share a topic with it (both graded 2 or 3 for some query of the sets), and the most any ranking listing three
+for each could score (some items share a topic with fewer than three others); then the same against two
+judges' direct judgements of which posts share a topic (tests/data/related_judged.json, on which the floor was
+chosen, and tests/data/related_judged_second.json): the share judged related at all (1 or 2), the share judged
+the same specific topic (2), and how many posts had nothing close enough to list. Keyword-only is the
+SearchIndex without a model (BM25 with the glossary); hybrid adds the bundled embedding model. No asserts: it
+reports.
 """
 
 from __future__ import annotations
@@ -48,7 +54,10 @@ from bot.store import open_store  # noqa: E402
 from tests.fakes.archive import CORPUS, corpus_items  # noqa: E402
 
 DATA = ROOT / "tests" / "data"
-SETS = (DATA / "judged_queries.json", DATA / "heldout_queries.json", DATA / "plain_queries.json")
+SETS = (DATA / "judged_queries.json", DATA / "heldout_queries.json", DATA / "plain_queries.json",
+        DATA / "heldout2_queries.json")
+JUDGES = (DATA / "related_judged.json", DATA / "related_judged_second.json")
+RELATED = 3  # related items asked for each judged item
 KINDS = ("acronym", "description", "question", "keyword")
 SHOWN = 5  # results a reply shows
 
@@ -121,11 +130,28 @@ def related_share(index: SearchIndex, store, sets: list[list[dict]]  # type: ign
                 topics[link].add(n)
     shared = total = best = 0
     for item in store.get_items(sorted(topics)).values():
-        for near in related(index, item, 3):
+        for near in related(index, item, RELATED):
             total += 1
             shared += bool(topics[item.id] & topics.get(near.item.id, set()))
-        best += min(3, sum(1 for other in topics if other != item.id and topics[item.id] & topics[other]))
-    return (shared / total if total else 0.0), total, best / (3 * len(topics)) if topics else 0.0
+        kin = sum(1 for other in topics if other != item.id and topics[item.id] & topics[other])
+        best += min(RELATED, kin)
+    return (shared / total if total else 0.0), total, best / (RELATED * len(topics)) if topics else 0.0
+
+
+def judged_share(index: SearchIndex, store, judged: dict[str, dict[str, int]]  # type: ignore[no-untyped-def]
+                 ) -> tuple[float, float, int, int]:
+    """Of the related items listed for each of the judged posts: the share a judge found related at all, the
+    share of the same specific topic, how many were listed, and how many posts had none listed."""
+    related_at_all = same_topic = total = none = 0
+    for item in store.get_items(sorted(judged)).values():
+        listed = related(index, item, RELATED)
+        none += not listed
+        for near in listed:
+            grade = judged[item.id].get(near.item.id, 0)
+            total += 1
+            related_at_all += grade >= 1
+            same_topic += grade >= 2
+    return (related_at_all / total if total else 0.0), (same_topic / total if total else 0.0), total, none
 
 
 def main() -> None:
@@ -162,6 +188,9 @@ def main() -> None:
                             answered_with_nothing(queries, by_hybrid)))
         keyword_related, hybrid_related = (related_share(keyword_index, store, sets),
                                            related_share(hybrid_index, store, sets))
+        judges = [json.loads(path.read_text(encoding="utf-8"))["related"] for path in JUDGES]
+        by_judge = [(path, *(judged_share(index, store, judged) for index in (keyword_index, hybrid_index)))
+                    for path, judged in zip(JUDGES, judges, strict=True)]
     print(f"Search quality over {CORPUS.name} ({model.name}); keyword-only | hybrid")
     for path, queries, keyword, hybrid, (right, marked), (k_none, empty), (h_none, _) in results:
         counts: dict[str, int] = defaultdict(int)
@@ -181,8 +210,13 @@ def main() -> None:
             print(f"queries nothing is relevant to: {empty}, answered with nothing: {k_none} keyword-only, "
                   f"{h_none} hybrid")
     (k_share, k_listed, most), (h_share, h_listed, _) = keyword_related, hybrid_related
-    print(f"\nrelated items sharing a judged topic (3 asked per judged item): {k_share:.1%} of {k_listed} "
-          f"listed keyword-only, {h_share:.1%} of {h_listed} hybrid; the most any ranking could: {most:.1%}")
+    print(f"\nrelated items sharing a judged topic ({RELATED} asked per judged item): {k_share:.1%} of "
+          f"{k_listed} listed keyword-only, {h_share:.1%} of {h_listed} hybrid; the most any ranking listing "
+          f"{RELATED} could: {most:.1%}")
+    for path, keyword, hybrid in by_judge:
+        print(f"related items against {path.name} (keyword-only | hybrid): judged related "
+              f"{keyword[0]:.1%} | {hybrid[0]:.1%}, the same topic {keyword[1]:.1%} | {hybrid[1]:.1%}, "
+              f"of {keyword[2]} | {hybrid[2]} listed; posts with none listed {keyword[3]} | {hybrid[3]}")
 
 
 def _figure(value: float | None) -> str:

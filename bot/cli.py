@@ -606,6 +606,9 @@ def cmd_related(settings: Settings, args: argparse.Namespace) -> int:
         _out(_hits_json(found))
         return EXIT_OK
     _out(f"related to: {item.title}")
+    if not found:
+        _out("Nothing in the archive is near it yet: no other item is close enough to it. Try "
+             "`mlresearch-bot search` with words of its topic.")
     for rank, hit in enumerate(found, 1):
         _out(f"{rank:>2}. {hit.item.title}\n    {hit.item.published:%Y-%m-%d}  {hit.item.link}")
         if hit.shares:

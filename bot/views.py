@@ -53,7 +53,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (  # (usage, what it does, an examp
     ),
     ("summarize <topic>", "what Apple's research says about a topic, with sources", "summarize diffusion"),
     ("latest [n]", "the n newest items (default 5, at most 20)", "latest 10"),
-    ("related <link or title words>", "the five items nearest to one in the archive", "related hey siri"),
+    ("related <link or title words>", "up to five items close to one in the archive", "related hey siri"),
     (
         "subscribe [keywords…] [about:\"topic\"] [digest:daily|weekly] [at:HH:MM]",
         "post new items in this channel: all of them, or those matching a keyword or (by meaning) an about: "
@@ -228,9 +228,11 @@ def button(label: str, action_id: str, value: str) -> dict[str, Any]:
 
 
 def related_reply(item: Item, related: Sequence[Any]) -> tuple[str, Blocks]:
-    """The items nearest to `item` (bot.search.related.Related), one line each on what they share."""
+    """The items close to `item` (bot.search.related.Related), one line each on what they share; none is one
+    line and what to try."""
     if not related:
-        return one_line(f"Nothing in the archive is near {quoted(item.title, 120)} yet.")
+        return one_line(f"Nothing in the archive is near {quoted(item.title, 120)} yet: no other item is "
+                        f"close enough to it. Try `{COMMAND} search` with words of its topic.")
     blocks: Blocks = [context(f"Related to *{title_link(item, 150)}*")]
     for hit in related:
         shared = f"Shares: {escape(cut(hit.shares, 200))}" if hit.shares else "Near in meaning"

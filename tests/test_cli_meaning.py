@@ -21,20 +21,32 @@ def cwd(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_related_json_is_shaped_like_search_json(cwd: Path) -> None:
-    first = json.loads(run(cwd, "search", "captioning", "--json").stdout)[0]
+    first = json.loads(run(cwd, "search", "gaussian head", "--json").stdout)[0]
     proc = run(cwd, "related", first["link"], "--limit", "3", "--json")
     assert proc.returncode == 0, proc.stderr
-    hits = json.loads(proc.stdout)
-    assert len(hits) == 3 and all(set(h) == {"id", "title", "link", "published", "score"} for h in hits)
-    assert first["id"] not in [h["id"] for h in hits]
+    hits = json.loads(proc.stdout)  # of the feed's ten items, only Velox is close to the Gaussian heads
+    assert len(hits) == 1 and all(set(h) == {"id", "title", "link", "published", "score"} for h in hits)
+    assert hits[0]["title"].startswith("Velox") and first["id"] not in [h["id"] for h in hits]
     words = run(cwd, "related", *first["title"].split()[:4], "--limit", "3", "--json")
     assert json.loads(words.stdout) == hits
 
 
 def test_related_prints_what_the_items_share(cwd: Path) -> None:
-    proc = run(cwd, "related", "captioning")
+    proc = run(cwd, "related", "gaussian head")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("related to: ") and "shares: " in proc.stdout
+
+
+def test_related_to_an_item_nothing_is_close_to_says_so(cwd: Path) -> None:
+    """As search: nothing close is a line (or [] under --json) and exit status 0, not the nearest anyway."""
+    proc = run(cwd, "related", "captioning")
+    assert (proc.returncode, proc.stderr) == (0, "")
+    assert proc.stdout.splitlines() == [
+        "related to: BalCapRL: A Balanced Framework for RL-Based MLLM Image Captioning",
+        "Nothing in the archive is near it yet: no other item is close enough to it. Try `mlresearch-bot "
+        "search` with words of its topic."]
+    proc = run(cwd, "related", "captioning", "--json")
+    assert (proc.returncode, proc.stdout.strip(), proc.stderr) == (0, "[]", "")
 
 
 def test_related_to_a_link_not_in_the_archive_is_nothing_found(cwd: Path) -> None:

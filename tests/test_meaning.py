@@ -162,8 +162,8 @@ def test_related_items_are_near_and_say_what_they_share(corpus_store: Store) -> 
     item = find_item(index, "https://machinelearning.apple.com/research/hey-siri/")
     assert item.title.startswith("Hey Siri")
     nearest = related(index, item, 5)
-    assert len(nearest) == 5 and item.id not in [r.item.id for r in nearest]
-    assert any("Siri" in r.item.title for r in nearest)
+    assert nearest and item.id not in [r.item.id for r in nearest]
+    assert "Personalized Hey Siri" in [r.item.title for r in nearest]
     assert all(r.shares for r in nearest)
     assert find_item(index, "<https://machinelearning.apple.com/research/hey-siri|Hey Siri>").id == item.id
     assert find_item(index, "personalized hey siri").title == "Personalized Hey Siri"
