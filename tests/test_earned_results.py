@@ -31,7 +31,7 @@ from bot.search.related import find_item, related
 from bot.search.words import form_of
 from bot.store import Store
 from bot.summarize import Summarizer
-from tests.fakes.archive import corpus_index, corpus_items
+from tests.fakes.archive import corpus_index, corpus_items, make_item
 
 
 def hybrid(store: Store) -> SearchIndex:
@@ -442,6 +442,27 @@ def test_related_lists_only_the_items_close_to_it(corpus: Store) -> None:
                           "with words of its topic."), reply.text
     siri = related(services.index, find_item(services.index, "Personalized Hey Siri"), 5, corpus)
     assert 1 <= len(siri) < 5 and siri[0].item.title.startswith("Hey Siri: An On-device"), siri
+
+
+def test_related_in_a_small_archive_lists_the_items_sharing_its_words(store: Store) -> None:
+    """In an archive of a few items no similarity can stand far out from the others' (of three, never more
+    than one standard deviation), so the floor by meaning listed nothing, even for two papers on one subject:
+    there, the words they share decide, as without a model."""
+    store.add_items([
+        make_item("trigger", "Voice trigger detection on the watch",
+                  "A low-power voice trigger detector wakes the assistant when the wearer says the trigger "
+                  "phrase."),
+        make_item("progressive", "Progressive voice trigger detection",
+                  "Voice trigger detection in two stages: a small detector runs first, a larger one confirms "
+                  "the trigger phrase."),
+        make_item("codec", "Learned image compression",
+                  "A neural image codec that spends fewer bytes on what people do not notice in photos."),
+    ])
+    index = hybrid(store)
+    trigger = find_item(index, "Voice trigger detection on the watch")
+    listed = [r.item.title for r in related(index, trigger, 5, store)]
+    assert listed == ["Progressive voice trigger detection"], listed
+    assert related(index, find_item(index, "Learned image compression"), 5, store) == []
 
 
 def test_related_without_a_model_lists_the_items_sharing_its_rarer_words(corpus: Store) -> None:

@@ -59,6 +59,7 @@ CANDIDATES = 20  # nearest by meaning, and best by words, each ranked by both
 RELATED_Z = 2.5
 NEAR_Z = 2.0
 WORDS_FLOOR = 0.17
+FEWEST_OTHERS = 8  # below this many other items, no similarity can stand RELATED_Z out: words alone decide
 FUSION_K = 60  # reciprocal rank fusion: rank r counts 1 / (FUSION_K + r) (Cormack et al., SIGIR 2009)
 MORE_LIKE_THIS_TERMS = 50  # the item's rarest words the query by words asks for
 # Words too common in any English text to say what two papers share (beside search's STOPWORDS): what
@@ -166,16 +167,14 @@ def _similarities(index: SearchIndex, snapshot: Snapshot, store: Store, item: It
 def _close(sims: tuple[Vectors, np.ndarray] | None, item: Item, lexical: dict[str, float]) -> set[str]:
     """Which of the candidates (`lexical`: their words' cosine with the item) are close enough to list: their
     similarity by meaning stands RELATED_Z standard deviations above the mean of every other item's, or NEAR_Z
-    with a words' cosine of WORDS_FLOOR; without vectors (no search by meaning, or an item not embedded yet),
-    that cosine alone."""
-    if sims is None:
+    with a words' cosine of WORDS_FLOOR; without vectors (no search by meaning, an item not embedded yet, or
+    an archive of fewer than FEWEST_OTHERS other items), that cosine alone."""
+    if sims is None or len(sims[1]) <= FEWEST_OTHERS:
         return {i for i, cosine in lexical.items() if cosine >= WORDS_FLOOR}
     import numpy as np
 
     vectors, similarity = sims
     rest = np.delete(similarity, vectors.position[item.id])
-    if len(rest) < 2:
-        return set()
     mean, spread = float(rest.mean()), max(float(rest.std()), 1e-6)
     close = set()
     for other, cosine in lexical.items():
