@@ -584,7 +584,7 @@ def _item_json(item: Any) -> dict[str, str]:
 def cmd_related(settings: Settings, args: argparse.Namespace) -> int:
     from bot.search.index import SearchIndex, meaning_model
     from bot.search.query import MAX_LIMIT
-    from bot.search.related import find_item, related
+    from bot.search.related import find_item, related, topics_of
 
     if not 1 <= args.limit <= MAX_LIMIT:
         raise UsageError(f"--limit must be between 1 and {MAX_LIMIT}")
@@ -607,8 +607,10 @@ def cmd_related(settings: Settings, args: argparse.Namespace) -> int:
         return EXIT_OK
     _out(f"related to: {item.title}")
     if not found:
+        topics = topics_of(index, item)
+        example = f" (e.g. {', '.join(topics)})" if topics else ""
         _out("Nothing in the archive is near it yet: no other item is close enough to it. Try "
-             "`mlresearch-bot search` with words of its topic.")
+             f"`mlresearch-bot search` with words of its topic{example}.")
     for rank, hit in enumerate(found, 1):
         _out(f"{rank:>2}. {hit.item.title}\n    {hit.item.published:%Y-%m-%d}  {hit.item.link}")
         if hit.shares:

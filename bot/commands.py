@@ -31,7 +31,7 @@ from bot.search.index import SearchIndex
 from bot.search.keywords import as_spelled
 from bot.search.match import MAX_KEYWORD_CHARS, TOPIC_PREFIX, split_keywords
 from bot.search.query import Query, parse_query, split_filters
-from bot.search.related import find_item, related
+from bot.search.related import find_item, related, topics_of
 from bot.search.words import content
 from bot.store import Store, utcnow
 from bot.summarize import MAX_ITEMS as SUMMARY_ITEMS
@@ -245,7 +245,9 @@ def cmd_related(rest: str, inv: Invocation, services: Services) -> Reply:
     if services.store.count_items() == 0:
         return line("The archive is empty, so nothing is related to anything yet. It fills at the next poll.")
     item = find_item(services.index, rest, services.store)  # SearchError: one line
-    return Reply(*views.related_reply(item, related(services.index, item, RELATED_RESULTS, services.store)))
+    near = related(services.index, item, RELATED_RESULTS, services.store)
+    topics = [] if near else topics_of(services.index, item, services.store)
+    return Reply(*views.related_reply(item, near, topics))
 
 
 def cmd_latest(rest: str, inv: Invocation, services: Services) -> Reply:

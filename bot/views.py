@@ -227,12 +227,13 @@ def button(label: str, action_id: str, value: str) -> dict[str, Any]:
             "value": value}
 
 
-def related_reply(item: Item, related: Sequence[Any]) -> tuple[str, Blocks]:
+def related_reply(item: Item, related: Sequence[Any], topics: Sequence[str] = ()) -> tuple[str, Blocks]:
     """The items close to `item` (bot.search.related.Related), one line each on what they share; none is one
-    line and what to try."""
+    line and what to try (`topics`: of the glossary, named in its title, `related.topics_of`)."""
     if not related:
+        example = f" (e.g. {topics_to_try(topics)})" if topics else ""
         return one_line(f"Nothing in the archive is near {quoted(item.title, 120)} yet: no other item is "
-                        f"close enough to it. Try `{COMMAND} search` with words of its topic.")
+                        f"close enough to it. Try `{COMMAND} search` with words of its topic{example}.")
     blocks: Blocks = [context(f"Related to *{title_link(item, 150)}*")]
     for hit in related:
         shared = f"Shares: {escape(cut(hit.shares, 200))}" if hit.shares else "Near in meaning"

@@ -444,6 +444,18 @@ def test_related_lists_only_the_items_close_to_it(corpus: Store) -> None:
     assert 1 <= len(siri) < 5 and siri[0].item.title.startswith("Hey Siri: An On-device"), siri
 
 
+def test_related_to_an_item_nothing_is_close_to_names_a_topic_of_its_title_to_search(corpus: Store) -> None:
+    """When no item is close enough, a glossary topic the title names, which other items hold, is the next
+    step: the differential-privacy posts, which the bundled model does not see as close to the one on iconic
+    scenes."""
+    services = Services(store=corpus, settings=Settings(), index=hybrid(corpus))
+    scenes = find_item(services.index, "Learning Iconic Scenes with Differential Privacy")
+    reply = handle(Invocation(text=f"related {scenes.link}", team_id="T1", channel_id="C1", user_id="U1"),
+                   services)
+    assert reply.text.startswith("Nothing in the archive is near “Learning Iconic Scenes"), reply.text
+    assert reply.text.endswith("with words of its topic (e.g. `differential privacy`)."), reply.text
+
+
 def test_related_in_a_small_archive_lists_the_items_sharing_its_words(store: Store) -> None:
     """In an archive of a few items no similarity can stand far out from the others' (of three, never more
     than one standard deviation), so the floor by meaning listed nothing, even for two papers on one subject:
