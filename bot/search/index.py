@@ -272,23 +272,24 @@ class SearchIndex:
                     self._found.popitem(last=False)
         return _told_absent(found)
 
-    def suggest(self, words: Sequence[str], store: Store | None = None, missing: Sequence[str] = ()
-                ) -> list[str]:
+    def suggest(self, words: Sequence[str], store: Store | None = None, missing: Sequence[str] = (),
+                besides: str | None = None) -> list[str]:
         """Topics of the glossary to try when nothing matched `words` (`glossary.suggest`): only those that
         items hold (a search's best hit matches the topic's words, not its meaning alone), so a suggestion
         never leads to another empty reply, nor to items only near a topic the archive does not cover. When
         a word is in no item (`missing`, as the search of `words` found: "quantum computing"), only a topic
         the words name whole ("ASR for kids": automatic speech recognition): one sharing the other word would
-        be about something else (computer vision)."""
+        be about something else (computer vision). `besides` (an item's id, `words` its title's): topics the
+        words name whole that items other than it hold, what to search when nothing is close to it."""
 
         def found(topic: str) -> bool:
             try:
-                hits = self.search(parse_query(topic), 1, store).hits
+                hits = self.search(parse_query(topic), 1 if besides is None else 2, store).hits
             except SearchError:
                 return False
-            return bool(hits) and not hits[0].by_meaning
+            return any(not hit.by_meaning and hit.item.id != besides for hit in hits)
 
-        return glossary.suggest(words, found=found, whole=bool(missing))
+        return glossary.suggest(words, found=found, whole=bool(missing) or besides is not None)
 
     def _search(self, snapshot: Snapshot, query: Query, limit: int, store: Store | None) -> Found:
         if query.links:

@@ -36,7 +36,6 @@ import tantivy
 from bot.errors import BotError, NothingFound, SearchError
 from bot.feed import canonical_link
 from bot.models import Item
-from bot.search import glossary
 from bot.search.analysis import terms
 from bot.search.engine import TEXT_FIELDS, Snapshot, items, keyword_scores
 from bot.search.index import STOPWORDS, SearchIndex
@@ -151,18 +150,10 @@ def related(index: SearchIndex, item: Item, limit: int = 5, store: Store | None 
 
 
 def topics_of(index: SearchIndex, item: Item, store: Store | None = None) -> list[str]:
-    """Topics of the glossary that the item's title names whole and other items hold (a search matches them by
-    the words, not by meaning alone): what to search when nothing is close to it ("Learning Iconic Scenes with
-    Differential Privacy": differential privacy)."""
-
-    def found(topic: str) -> bool:
-        try:
-            hits = index.search(parse_query(topic), 3, store).hits
-        except SearchError:
-            return False
-        return any(hit.item.id != item.id and not hit.by_meaning for hit in hits)
-
-    return glossary.suggest(_WORD.findall(item.title), found=found, whole=True)
+    """Topics of the glossary that the item's title names whole and other items hold (`SearchIndex.suggest`):
+    what to search when nothing is close to it ("Learning Iconic Scenes with Differential Privacy":
+    differential privacy)."""
+    return index.suggest(_WORD.findall(item.title), store, besides=item.id)
 
 
 def _similarities(index: SearchIndex, snapshot: Snapshot, store: Store, item: Item
