@@ -26,7 +26,8 @@ share a topic with it (both graded 2 or 3 for some query of the sets), and the m
 for each could score (some items share a topic with fewer than three others); then the same against two
 judges' direct judgements of which posts share a topic (tests/data/related_judged.json, on which the floor was
 chosen, and tests/data/related_judged_second.json): the share judged related at all (1 or 2), the share judged
-the same specific topic (2), and how many posts had nothing close enough to list. Keyword-only is the
+the same specific topic (2), and how many posts had nothing close enough to list; and how far the two judges
+agree. Keyword-only is the
 SearchIndex without a model (BM25 with the glossary); hybrid adds the bundled embedding model. No asserts: it
 reports.
 """
@@ -154,6 +155,15 @@ def judged_share(index: SearchIndex, store, judged: dict[str, dict[str, int]]  #
     return (related_at_all / total if total else 0.0), (same_topic / total if total else 0.0), total, none
 
 
+def agreement(first: dict[str, dict[str, int]], second: dict[str, dict[str, int]], grade: int) -> float:
+    """Of the pairs of posts either judge grades at least `grade`, the share both do (Jaccard)."""
+    def pairs(judged: dict[str, dict[str, int]]) -> set[tuple[str, str]]:
+        return {(a, b) for a, near in judged.items() for b, g in near.items() if a < b and g >= grade}
+
+    one, other = pairs(first), pairs(second)
+    return len(one & other) / len(one | other) if one | other else 1.0
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -213,6 +223,8 @@ def main() -> None:
     print(f"\nrelated items sharing a judged topic ({RELATED} asked per judged item): {k_share:.1%} of "
           f"{k_listed} listed keyword-only, {h_share:.1%} of {h_listed} hybrid; the most any ranking listing "
           f"{RELATED} could: {most:.1%}")
+    print(f"the two judges agree on {agreement(*judges, 2):.0%} of the pairs either judges the same topic, "
+          f"{agreement(*judges, 1):.0%} of those either judges related at all")
     for path, keyword, hybrid in by_judge:
         print(f"related items against {path.name} (keyword-only | hybrid): judged related "
               f"{keyword[0]:.1%} | {hybrid[0]:.1%}, the same topic {keyword[1]:.1%} | {hybrid[1]:.1%}, "
