@@ -32,7 +32,7 @@ from slack_sdk.models.blocks import (
 from bot import views
 from bot.ask import Understood, clean
 from bot.blocks import cut, escape, title_link
-from bot.commands import LATEST_DEFAULT, LATEST_MAX, SEARCH_RESULTS, Services
+from bot.commands import LATEST_DEFAULT, LATEST_MAX, SEARCH_RESULTS, Services, shown_count
 from bot.errors import SearchError, SummaryError
 from bot.models import Item
 from bot.search.query import parse_query
@@ -82,7 +82,8 @@ def shown_items(understood: Understood, services: Services) -> Shown:
             return Shown(store.latest(min(understood.count or LATEST_DEFAULT, LATEST_MAX)))
         if understood.action == "search":
             found = index.search(parse_query(understood.query), SEARCH_RESULTS + 1, store)
-            return Shown([hit.item for hit in found.hits[:SEARCH_RESULTS]], found.searched_for, found.note)
+            shown = found.hits[: shown_count(understood.count)]
+            return Shown([hit.item for hit in shown], found.searched_for, found.note)
         if understood.action == "summarize":
             retrieved = retrieve(index, understood.query)
             return Shown(retrieved.items, retrieved.searched_for, retrieved.note)

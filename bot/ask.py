@@ -16,7 +16,8 @@ address: a post's link is searched as the item at it), then
 - the action: "summarize"/"summary"/"overview" summarize; "what's new"/"latest"/"newest" list the newest
   items (a count next to them is how many: "the three newest papers"; a year, when: "the latest 2025
   papers"; "updates" without a topic, the kind: type:update), or, with a topic, search it (the count is no
-  word of it: "latest 3 on privacy" searches privacy); a question with no topic and no dates gets the help;
+  word of it, but how many results the answer shows, at most five: "latest 3 on privacy" shows the best
+  three for privacy); a question with no topic and no dates gets the help;
 - filler and question words ("what", "has", "Apple", "published", "papers", "about", ...) are dropped, but
   where they make one of the glossary's plain forms ("what is in my photos", "on the phone"); a
   hyphenated word ("on-device") and "quoted words" are searched as a phrase; `type:`, `author:`, `since:` and
@@ -102,7 +103,7 @@ class Understood:
     since: date | None = None
     until: date | None = None
     when: str = ""  # the time phrase(s) as understood, e.g. "this year"
-    count: int | None = None  # latest n
+    count: int | None = None  # latest n, or how many results a search shows ("latest 3 on privacy")
     cut: bool = False  # the question was longer than the search takes
     followup: bool = False  # combined with the thread's previous question
     replaced: bool = False  # ... whose topic it replaced ("what about vision?")

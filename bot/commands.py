@@ -72,6 +72,7 @@ class Invocation:
     user_id: str
     channel_name: str | None = None
     response_url: str | None = None
+    shown: int | None = None  # a question's count ("the latest 3 on privacy"): results shown, at most five
 
 
 @dataclass(frozen=True)
@@ -227,7 +228,7 @@ def cmd_search(rest: str, inv: Invocation, services: Services) -> Reply:
         topics = services.index.suggest(query.content, services.store, found.missing)
         return Reply(*views.no_results(echoed, found.missing, topics, found.meant),
                      searched_for=found.searched_for)
-    shown = hits[:SEARCH_RESULTS]
+    shown = hits[: shown_count(inv.shown)]
     summaries = " ".join(h.item.summary for h in shown)
     # the words that decided the search are in bold, not the filler around them ("what has apple published
     # about privacy" bolds privacy, not "what" or "Apple") nor the filler of a glossary form ("on" of "on the
@@ -237,6 +238,11 @@ def cmd_search(rest: str, inv: Invocation, services: Services) -> Reply:
                                prefix_last=found.last_as_prefix(query))
     reply = views.search_reply(echoed, shown, matcher, found.total, expanded=found.expanded, note=found.note)
     return _shareable(reply, found.searched_for)
+
+
+def shown_count(asked: int | None) -> int:
+    """How many results a search reply shows: SEARCH_RESULTS, or fewer when a question asked for fewer."""
+    return min(asked or SEARCH_RESULTS, SEARCH_RESULTS)
 
 
 def cmd_related(rest: str, inv: Invocation, services: Services) -> Reply:

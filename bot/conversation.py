@@ -234,7 +234,8 @@ def reply_for(understood: Understood, q: Question, services: Services) -> tuple[
         return line, [views.section(line)]
     if understood.action == "help":
         return HELP, [views.section(HELP)]
-    inv = Invocation(text=understood.command(), team_id=q.team_id, channel_id=q.channel_id, user_id=q.user_id)
+    inv = Invocation(text=understood.command(), team_id=q.team_id, channel_id=q.channel_id, user_id=q.user_id,
+                     shown=understood.count if understood.action == "search" else None)
     reply = commands.converse(inv, services)
     said = understood.describe(reply.searched_for)  # "Searched for “speech recognition” (you typed …)"
     hint = " Reply in this thread to narrow it down (“and on-device?”) or change it (“what about vision?”)."

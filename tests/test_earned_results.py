@@ -20,6 +20,7 @@ from bot.answers import shown_items
 from bot.ask import understand
 from bot.commands import Invocation, Reply, Services, handle
 from bot.config import Settings
+from bot.conversation import Question, reply_for
 from bot.errors import NothingFound, SearchError
 from bot.models import Item
 from bot.search import glossary, keywords
@@ -799,6 +800,29 @@ def test_a_question_for_the_latest_updates_or_a_years_papers_lists_those_newest_
     of_2025 = [i.published for i in newest if i.published.year == 2025][:5]
     shown = shown_items(understand("the latest 2025 papers", now=date(2026, 12, 6)), services)
     assert [i.published for i in shown.items] == of_2025 and len(of_2025) == 3
+
+
+@pytest.mark.parametrize(("asked", "shown"), [
+    ("show me the latest 3 updates", 3),
+    ("the latest 2 on privacy", 2),
+    ("the newest 1 updates", 1),
+    ("the latest 12 updates", 5),  # a search reply shows at most five; it says how many there are
+    ("the latest updates", 5),
+])
+def test_a_count_asked_for_is_how_many_results_the_answer_shows(corpus: Store, asked: str, shown: int
+                                                                ) -> None:
+    """The count next to "latest" was dropped once the question became a search (until 2026-12-06): "show me
+    the latest 3 updates" listed five."""
+    services = Services(corpus, Settings(), index=SearchIndex(corpus))
+    understood = understand(asked, now=date(2026, 12, 6))
+    assert understood.action == "search"
+    assert len(shown_items(understood, services).items) == shown  # the written answer's items
+    question = Question("T1", "D0ALICE", "U0ALICE", asked, "1.0", "1.0", "Ev1")
+    text, blocks = reply_for(understood, question, services)  # the listed answer
+    listed = [b for b in blocks if b["type"] == "actions"]  # a Save / Related row per result
+    assert len(listed) == shown
+    if "updates" in asked:
+        assert "5 results" in text and (shown == 5 or f"the best {shown}" in json.dumps(blocks))
 
 
 @pytest.mark.parametrize(("typed", "meant"), [
