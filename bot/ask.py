@@ -224,7 +224,7 @@ def understand(text: str, previous: Understood | None = None, *, now: date) -> U
     if updates and all(_FILTER_TOKEN.fullmatch(w) for w in words):  # "the latest updates": the newest such
         words = ["type:update", *words]
     if previous is not None and previous.action != "help" and (replacing or narrowing or not words):
-        said = _follow(previous, action, words, since, until, when, replacing)
+        said = _follow(previous, action, words, since, until, when, replacing, count)
     else:
         said = _settle(action, words, since, until, when, count, followup=False)
     if here and said.action == "help" and previous is None:
@@ -250,8 +250,8 @@ def with_topic(understood: Understood, words: list[str], note: str) -> Understoo
 
 
 def _follow(previous: Understood, action: str | None, words: list[str], since: date | None,
-            until: date | None, when: str, replacing: bool) -> Understood:
-    """A follow-up: the previous question with this one's changes."""
+            until: date | None, when: str, replacing: bool, count: int | None = None) -> Understood:
+    """A follow-up: the previous question with this one's changes (`count`: how many it asks for)."""
     if not words and action is None and since is None and until is None:
         # "and?", "more": the same question again
         return replace(previous, followup=True, cut=False)
@@ -261,7 +261,7 @@ def _follow(previous: Understood, action: str | None, words: list[str], since: d
         since, until, when = previous.since, previous.until, previous.when
     if action is None:
         action = previous.action
-    said = _settle(action, [*kept, *words], since, until, when, None, followup=True, older=len(kept))
+    said = _settle(action, [*kept, *words], since, until, when, count, followup=True, older=len(kept))
     return replace(said, replaced=replacing and bool(words) and bool(previous.words))
 
 

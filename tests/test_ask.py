@@ -158,6 +158,15 @@ def test_a_follow_up_can_change_the_dates_the_topic_or_the_action() -> None:
     assert ask("and?", first).command() == "search speech recognition since:2026-01-01"
 
 
+def test_a_follow_up_asking_for_a_count_keeps_it() -> None:
+    """ "show me the latest 3" in a thread about privacy searched privacy again and showed five (until
+    2026-12-06): the count is how many results the answer shows, as in a first question."""
+    first = ask("anything on differential privacy?")
+    said = ask("show me the latest 3", first)
+    assert said.command() == "search differential privacy" and said.followup and said.count == 3
+    assert ask("and?", first).count is None  # the same question again: as many as before
+
+
 def test_a_follow_up_that_replaces_the_topic_says_so() -> None:
     first = ask("speech recognition this year")
     said = ask("what about vision?", first)
