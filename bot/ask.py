@@ -250,7 +250,7 @@ def with_topic(understood: Understood, words: list[str], note: str) -> Understoo
 
 
 def _follow(previous: Understood, action: str | None, words: list[str], since: date | None,
-            until: date | None, when: str, replacing: bool, count: int | None = None) -> Understood:
+            until: date | None, when: str, replacing: bool, count: int | None) -> Understood:
     """A follow-up: the previous question with this one's changes (`count`: how many it asks for)."""
     if not words and action is None and since is None and until is None:
         # "and?", "more": the same question again
