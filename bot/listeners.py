@@ -87,7 +87,7 @@ def register(app: App, services: Services, lane: ModelLane | None = None) -> Non
     app.event("link_shared")(ack=_ack, lazy=[listeners.unfurl])
     app.event("app_uninstalled")(listeners.uninstalled)
     app.event("tokens_revoked")(listeners.tokens_revoked)
-    for name in ("channel_archived", "group_archived"):
+    for name in ("channel_archive", "group_archive"):
         app.event(name)(listeners.archived)
     for name in ("channel_deleted", "group_deleted"):
         app.event(name)(listeners.deleted)

@@ -274,8 +274,8 @@ def test_messages_tab_does_not_publish(bot: ServeProcess, slack: FakeSlack) -> N
 
 
 @pytest.mark.parametrize(("event", "expect"), [
-    ({"type": "channel_archived", "channel": "{c}", "user": "U0ALICE"}, "paused"),
-    ({"type": "group_archived", "channel": "{c}"}, "paused"),
+    ({"type": "channel_archive", "channel": "{c}", "user": "U0ALICE"}, "paused"),
+    ({"type": "group_archive", "channel": "{c}"}, "paused"),
     ({"type": "channel_left", "channel": "{c}", "actor_id": "U0ALICE"}, "paused"),
     ({"type": "group_left", "channel": "{c}", "actor_id": "U0ALICE"}, "paused"),
     ({"type": "member_left_channel", "user": BOT_USER, "channel": "{c}", "channel_type": "C", "team": TEAM},
@@ -446,8 +446,8 @@ def test_manifest_matches_the_app() -> None:
     assert {"commands", "chat:write", "channels:history", "groups:history", "channels:read",
             "groups:read", "app_mentions:read", "im:history", "assistant:write"} <= scopes
     assert set(settings["event_subscriptions"]["bot_events"]) == {
-        "app_home_opened", "app_uninstalled", "tokens_revoked", "channel_archived", "channel_deleted",
-        "group_archived", "group_deleted", "channel_left", "group_left", "member_left_channel",
+        "app_home_opened", "app_uninstalled", "tokens_revoked", "channel_archive", "channel_deleted",
+        "group_archive", "group_deleted", "channel_left", "group_left", "member_left_channel",
         "app_mention", "message.im", "app_context_changed", "link_shared"}
     assert {"links:read", "links:write"} <= scopes
     assert manifest["features"]["unfurl_domains"] == ["machinelearning.apple.com"]

@@ -67,7 +67,7 @@ def both(store: Store) -> Store:
 
 @pytest.mark.parametrize("event", [
     {"type": "channel_deleted", "channel": SHARED},
-    {"type": "channel_archived", "channel": SHARED, "user": "U0A"},
+    {"type": "channel_archive", "channel": SHARED, "user": "U0A"},
     {"type": "channel_left", "channel": SHARED},
 ])
 def test_a_channel_event_changes_the_authorized_workspace_only(
