@@ -4,19 +4,24 @@
                                              # the topic as searched when a misspelt word was put right
     feedback_block()                         # 👍/👎 (`context_actions` with `feedback_buttons`), last
     stream_written(client, q, understood, shown, services, metadata, fallback)
-        # with a model endpoint: the header at once (chat.startStream), each checked sentence as the model
-        # writes it (chat.appendStream), then the cited items and the feedback buttons (chat.stopStream)
+        # with a model endpoint: the header and the progress at once (chat.startStream: task chunks, the
+        # archive searched with the papers found as its sources, the answer being written), each checked
+        # sentence as the model writes it (chat.appendStream), then the cited items, the tasks complete and
+        # the feedback buttons (chat.stopStream)
 
 Streaming that Slack refuses (startStream fails: an old workspace, a missing scope) is not retried: the
 finished answer is posted once (chat.postMessage) when the model is done. A stream that breaks after it
 started is finished by chat.update of the streamed message (or, when that fails too, posted once). A model
 stream that fails keeps the sentences already written (each checked) and says the answer was cut short; with
-none written the answer is the extractive one (`fallback`), as without a model.
+none written the answer is the extractive one (`fallback`), as without a model. A stop (Slack's stop button,
+`bot.sessions`) closes the model request at once and ends the stream the same way, with a line saying it was
+stopped.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -28,12 +33,14 @@ from slack_sdk.models.blocks import (
     FeedbackButtonObject,
     FeedbackButtonsElement,
 )
+from slack_sdk.models.blocks.block_elements import UrlSourceElement
+from slack_sdk.models.messages.chunk import TaskUpdateChunk
 
 from bot import views
 from bot.ask import Understood, clean
 from bot.blocks import cut, escape, title_link
 from bot.commands import LATEST_DEFAULT, LATEST_MAX, SEARCH_RESULTS, Services, shown_count
-from bot.errors import SearchError, SummaryError
+from bot.errors import SearchError, SummaryError, SummaryStopped
 from bot.models import Item
 from bot.search.query import parse_query
 from bot.summarize import retrieve
@@ -43,6 +50,8 @@ log = logging.getLogger("bot.answers")
 
 FEEDBACK_ACTION_ID = "answer_feedback"
 CUT_SHORT = "The written answer was cut short; the items above are what it drew on."
+STOPPED = "Stopped: you pressed stop, so the answer ends here; the items above are what it drew on so far."
+SOURCES = 5  # papers named as the search task's sources
 STREAM_BUFFER = 1  # characters buffered before a stream call: each append is a whole checked sentence
 
 
@@ -105,38 +114,52 @@ def stream_written(
     metadata: dict[str, Any],
     fallback: Callable[[], tuple[str, list[dict[str, Any]]]],
     started: Callable[[str], None] | None = None,
+    *,
+    say_stream: Callable[..., Any] | None = None,
+    stop: threading.Event | None = None,
 ) -> Streamed:
     """Write the answer with the model and stream it into the question's thread (see the module
-    docstring). Raises SlackApiError only when the finished answer could not be posted either."""
+    docstring). `say_stream` is Bolt's (a ChatStream for the request's thread); without it, the client's.
+    When `stop` is set (Slack's stop button), the model request is closed and the stream ends with what was
+    checked so far and a line saying it was stopped. Raises SlackApiError only when the finished answer could
+    not be posted either."""
     q = question
     assert services.summarizer is not None
     items = shown.items
     said = understood.describe(shown.searched_for)
-    stream = client.chat_stream(channel=q.channel_id, thread_ts=q.thread_ts, recipient_team_id=q.team_id,
-                                recipient_user_id=q.user_id, buffer_size=STREAM_BUFFER)
-    streaming = _send(lambda: stream.append(markdown_text=f"_{said}_\n\n"), "start", q)
+    if say_stream is not None:
+        stream = say_stream(buffer_size=STREAM_BUFFER)
+    else:
+        stream = client.chat_stream(channel=q.channel_id, thread_ts=q.thread_ts, recipient_team_id=q.team_id,
+                                    recipient_user_id=q.user_id, buffer_size=STREAM_BUFFER)
+    streaming = _send(lambda: stream.append(markdown_text=f"_{said}_\n\n", chunks=progress(items, "writing")),
+                      "start", q)
     if streaming and stream.ts and started is not None:  # recorded at once: a takeover finishes this message
         started(str(stream.ts))
     sentences: list[Sentence] = []
-    failed = False
+    failed = stopped = False
     asked = f"{clean(q.text)[:500]} (searched for: {understood.topic or 'the newest items'})"
     try:
-        for sentence in written_sentences(services.summarizer, asked, items):
+        for sentence in written_sentences(services.summarizer, asked, items, stop=stop):
             sentences.append(sentence)
             if streaming:
                 streaming = _send(partial(stream.append, markdown_text=sentence.markdown() + " "), "append",
                                   q)
+    except SummaryStopped:
+        stopped = True
+        log.info("event=written_answer_stopped sentences=%d team=%s channel=%s ts=%s", len(sentences),
+                 q.team_id, q.channel_id, q.ts)
     except SummaryError as exc:
         failed = True
         log.warning("event=written_answer_failed reason=%r team=%s channel=%s ts=%s", str(exc)[:200],
                     q.team_id, q.channel_id, q.ts)
+    ending = [views.context(STOPPED)] if stopped else [views.context(CUT_SHORT)] if failed else []
     if sentences:
         cited = _cited(sentences, items)
         listed = [views.section(_cited_list(cited, items))]
         if shown.note:  # as the search's own reply says it
             listed.append(views.context(escape(shown.note)))
-        if failed:
-            listed.append(views.context(CUT_SHORT))
+        listed += ending
         paragraph = " ".join(s.markdown() for s in sentences)
         text = cut(f"{said} {paragraph}", 3000)
         whole = [views.context(said), views.section(paragraph), *listed, feedback_block()]
@@ -144,9 +167,11 @@ def stream_written(
     else:  # nothing written that the items support: the answer without the model
         cited = list(items)
         text, blocks = fallback()
-        whole = [*blocks, feedback_block()]
-        tail = [*blocks[1:], feedback_block()]  # the header (blocks[0]) was streamed already
-    if streaming and _send(lambda: stream.stop(blocks=tail, metadata=metadata), "stop", q):
+        extra = [views.context(STOPPED)] if stopped else []
+        whole = [*blocks, *extra, feedback_block()]
+        tail = [*blocks[1:], *extra, feedback_block()]  # the header (blocks[0]) was streamed already
+    done = progress(cited, "stopped" if stopped else "failed" if failed and not sentences else "done")
+    if streaming and _send(lambda: stream.stop(blocks=tail, metadata=metadata, chunks=done), "stop", q):
         return Streamed(stream.ts, "streamed", tuple(cited))
     if stream.ts:  # the stream started, then broke: its message gets the finished answer
         try:
@@ -157,6 +182,21 @@ def stream_written(
     posted = client.chat_postMessage(channel=q.channel_id, thread_ts=q.thread_ts, text=text, blocks=whole,
                                      parse="none", unfurl_links=False, unfurl_media=False, metadata=metadata)
     return Streamed(str(posted.get("ts") or "") or None, "posted", tuple(cited))
+
+
+def progress(items: list[Item], stage: str) -> list[TaskUpdateChunk]:
+    """The answer's progress as Slack's task chunks: the archive searched (the papers found are its sources),
+    then the answer written ("writing", "done", "stopped" or "failed")."""
+    found = f"{len(items)} {'paper' if len(items) == 1 else 'papers'} found"
+    sources = [UrlSourceElement(url=item.link, text=cut(item.title, 150)) for item in items[:SOURCES]]
+    write_status = {"writing": "in_progress", "done": "complete", "stopped": "complete",
+                    "failed": "error"}[stage]
+    write_output = {"stopped": "Stopped", "failed": "Cut short"}.get(stage)
+    return [
+        TaskUpdateChunk(id="search", title="Searching the archive", status="complete", output=found,
+                        sources=sources or None),
+        TaskUpdateChunk(id="write", title="Writing the answer", status=write_status, output=write_output),
+    ]
 
 
 def _send(call: Callable[[], Any], stage: str, q: Any) -> bool:

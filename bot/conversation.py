@@ -28,6 +28,7 @@ import dataclasses
 import json
 import logging
 import re
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -41,6 +42,7 @@ from bot.ask import Understood, understand, with_topic
 from bot.blocks import cut
 from bot.commands import Invocation, Services
 from bot.search.match import TOPIC_PREFIX
+from bot.sessions import Session, Stops
 from bot.store import Store
 from bot.store.conversations import Claim
 
@@ -68,7 +70,10 @@ GREETING = (
 )
 PROMPTS_TITLE = "Ask about Apple's machine learning research"
 WORKING = "is searching the archive…"
+LOADING = ("Searching the archive…", "Reading the abstracts…", "Writing the answer…")  # Slack rotates them
+STOPPED_EARLY = "Stopped: you pressed stop before the answer was ready. Ask again any time."
 CHANNEL_ID = re.compile(r"[CG][A-Z0-9]{2,30}")
+ANY_CHANNEL_ID = re.compile(r"[CGD][A-Z0-9]{2,30}")  # a channel, a private channel or a DM
 SORRY = "Sorry, I couldn't answer that just now; please ask again in a minute."
 
 
@@ -126,19 +131,40 @@ def answer(
     claimed: str,
     *,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
-    status: Callable[[str], Any] | None = None,
+    status: Callable[..., Any] | None = None,
     title: Callable[[str], Any] | None = None,
+    say_stream: Callable[..., Any] | None = None,
+    stops: Stops | None = None,
     order_wait: float = ORDER_WAIT,
 ) -> str:
     """Answer `question` in its thread if `claimed` (what `claim` said) lets it; returns what happened (for
-    the log and tests): "answered", "skipped", "already_posted", "failed". `status` and `title` are the
-    assistant pane's (shown while working, and the thread's title from its first question)."""
-    store = services.store
-    q = question
-    where = f"team={q.team_id} channel={q.channel_id} ts={q.ts}"
-    metadata = {"event_type": EVENT_TYPE, "event_payload": {"message_ts": q.ts}}  # found by _posted_before
+    the log and tests): "answered", "stopped", "skipped", "already_posted", "failed". The question is an agent
+    session (`bot.sessions`): processing at once (titled by a thread's first question), active when done.
+    `status`, `title` and `say_stream` are Bolt's (the loading messages shown while working, a legacy
+    assistant thread's title, a stream into the request's thread); `stops` is where Slack's stop button finds
+    this answer (one is made when none is given)."""
     if claimed not in ("claimed", "reclaimed"):
         return "skipped"
+    q = question
+    session = Session(client, q.team_id, q.channel_id, q.thread_ts, q.user_id)
+    first = _first_in_thread(q, services.store)
+    session.processing(_title(q) if first else None)
+    if status is not None:
+        _quietly(lambda: status(WORKING, loading_messages=list(LOADING)))
+    if title is not None and first:
+        _quietly(lambda: title(_title(q)))
+    with (stops or Stops()).watch(services.store, q.team_id, q.channel_id, q.thread_ts, q.ts) as stop:
+        try:
+            return _answer(q, services, client, claimed, now, say_stream, stop, order_wait)
+        finally:
+            session.active()
+
+
+def _answer(q: Question, services: Services, client: Any, claimed: str, now: Callable[[], datetime],
+            say_stream: Callable[..., Any] | None, stop: threading.Event, order_wait: float) -> str:
+    store = services.store
+    where = f"team={q.team_id} channel={q.channel_id} ts={q.ts}"
+    metadata = {"event_type": EVENT_TYPE, "event_payload": {"message_ts": q.ts}}  # found by _posted_before
     if claimed == "reclaimed" and _posted_before(client, q):
         store.settle_question(q.team_id, q.channel_id, q.ts, state="answered")
         log.info("event=question_skipped reason=already_posted %s", where)
@@ -152,15 +178,13 @@ def answer(
             stored = store.previous_question(q.team_id, q.channel_id, q.thread_ts, q.ts)
             previous = Understood.from_json(stored)
         understood = in_context(understand(q.text, previous, now=now().date()), q, store)
-        if status is not None:
-            _quietly(status, WORKING)
-        if title is not None and previous is None:
-            _quietly(title, cut(" ".join(q.text.split()) or "Question", 120))
         shown = answers.shown_items(understood, services)
         items = shown.items
         written = bool(items) and understood.action in ("search", "summarize") and \
             services.summarizer is not None and services.summarizer.abstractive and unfinished is None
-        if not written:
+        if stop.is_set():  # stopped while the archive was searched: nothing more is done
+            text, blocks, written = STOPPED_EARLY, [views.context(STOPPED_EARLY)], False
+        elif not written:
             text, blocks = reply_for(understood, q, services)
     except Exception:  # noqa: BLE001 - one line for the person, the trace in the log
         log.exception("event=question_failed stage=reply %s", where)
@@ -177,7 +201,8 @@ def answer(
             done = answers.stream_written(
                 client, q, understood, shown, services, metadata,
                 lambda: reply_for(understood, q, extractive),
-                started=lambda ts: store.note_reply(q.team_id, q.channel_id, q.ts, ts))
+                started=lambda ts: store.note_reply(q.team_id, q.channel_id, q.ts, ts),
+                say_stream=say_stream, stop=stop)
             reply_ts, items, how = done.ts, list(done.items), done.how
         elif unfinished is not None:
             whole = [*blocks[: MAX_BLOCKS - 1], answers.feedback_block()]
@@ -201,9 +226,10 @@ def answer(
         return "failed"
     store.settle_question(q.team_id, q.channel_id, q.ts, state="answered", understood=understood.as_json(),
                           reply_ts=reply_ts, shown=json.dumps(answers.shown_json(items)))
-    log.info("event=question_answered action=%s followup=%s how=%s %s", understood.action,
+    outcome = "stopped" if stop.is_set() else "answered"
+    log.info("event=question_%s action=%s followup=%s how=%s %s", outcome, understood.action,
              understood.followup, how, where)
-    return "answered"
+    return outcome
 
 
 def busy(question: Question, services: Services, client: Any, claimed: str, line: str) -> str:
@@ -300,9 +326,25 @@ def _posted_before(client: Any, q: Question) -> bool:
     return False
 
 
-def _quietly(call: Callable[[str], Any], value: str) -> None:
+def _first_in_thread(q: Question, store: Store) -> bool:
+    """Whether `q` is its thread's first question (the thread is the message itself, or no question of it was
+    answered before): it names the session."""
+    if q.thread_ts == q.ts:
+        return True
+    try:
+        return store.previous_question(q.team_id, q.channel_id, q.thread_ts, q.ts) is None
+    except Exception as exc:  # noqa: BLE001 - cosmetic (the title): the answer says what went wrong, if anything
+        log.warning("event=thread_unknown error=%s", type(exc).__name__)
+        return False
+
+
+def _title(q: Question) -> str:
+    return cut(" ".join(q.text.split()) or "Question", 120)
+
+
+def _quietly(call: Callable[[], Any]) -> None:
     """A cosmetic call (status, title): a failure is logged, never in the way of the answer."""
     try:
-        call(value)
+        call()
     except Exception as exc:  # noqa: BLE001
         log.warning("event=assistant_call_failed error=%s", type(exc).__name__)

@@ -20,6 +20,7 @@ error or a Slack reply); `REPORTS` maps a class to its exit status and to the li
     │   ├── SearchUnavailable   the search index is still being built
     │   └── NothingFound        no archive item is the one asked for (`related`: the CLI exits 0, as search)
     ├── SummaryError            the summary endpoint's answer cannot be used (the extractive summary is)
+    │   └── SummaryStopped      the person stopped the answer (Slack's stop button): what was written stays
     ├── EmbeddingError          no vectors from the embedding model or endpoint (search uses keywords only)
     ├── SecretError             a sealed installation opens with none of the keys; never holds a token or key
     ├── WorkspaceUnavailable    no Slack client for a workspace (`reason`; `disable` stops the workspace)
@@ -141,6 +142,11 @@ class NothingFound(SearchError):
 
 class SummaryError(BotError):
     """The abstractive summary could not be used; the extractive one is used instead."""
+
+
+class SummaryStopped(SummaryError):
+    """The written answer was stopped (Slack's stop button): the model request was closed; the sentences
+    already written stay."""
 
 
 class EmbeddingError(BotError):

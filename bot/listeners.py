@@ -13,15 +13,19 @@
   publishes the Home again.
 - App Home: `app_home_opened` publishes `home.home_view` for the person who opened it.
 - Questions (`bot.conversation`): a mention (`app_mention`), a direct message (`message` with `channel_type`
-  `im`) or a message in the assistant pane (Bolt's `Assistant` middleware: `user_message`) is acked at once
-  and answered in its thread by a lazy listener (handed to the model lane when a model writes answers; over a
-  cap, the thread gets `lanes.BUSY`); `thread_started` suggests prompts. Messages of bots (this
-  one included), edits and the like are acked and left alone.
+  `im`) or a reply in a DM thread (Bolt's `Assistant` middleware takes every one: `user_message`) is acked at
+  once and answered in its thread by a lazy listener (handed to the model lane when a model writes answers;
+  over a cap, the thread gets `lanes.BUSY`). Each is an agent session (`bot.sessions`): processing at once
+  with a title and Bolt's loading messages (`set_status`), streamed with Bolt's `say_stream`, active when
+  done. Slack's stop button (`agent_session_stopped`) is handled in the request itself, so the answer stops
+  within a second. `thread_started` (the legacy assistant pane) suggests prompts. Messages of bots (this one
+  included), edits and the like are acked and left alone.
 - The Messages tab (the agent messaging experience, `features.agent_view`): a top-level message there is a
   direct message, answered in its own thread like the others; `app_home_opened` with tab `messages` greets
-  the person once (stored) and sets suggested prompts (no thread_ts); `app_context_changed` remembers the
-  channel the person is looking at (when the bot can see it: conversations.info), for "what's new here?".
-  Workspaces installed with `assistant_view` keep the assistant pane's listeners below until they update.
+  the person once (stored) and sets suggested prompts (Bolt's `set_suggested_prompts`, no thread_ts);
+  `app_context_changed` remembers the channel the person (the envelope's authorization, as Slack documents
+  it) is looking at (when the bot can see it: conversations.info), for "what's new here?".
+  Workspaces installed with `assistant_view` keep the assistant pane's `thread_started` until they update.
 - Feedback: a click on an answer's feedback buttons is acked at once, stored (bot.store.agent: the last vote
   counts) and thanked ephemerally; a click on anything else gets one line.
 - Unfurls (`bot.unfurls`): a `link_shared` event's links to machinelearning.apple.com are looked up in the
@@ -44,6 +48,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 import time
 from typing import Any
 
@@ -55,6 +60,7 @@ from bot import answers, blocks, commands, conversation, home, unfurls
 from bot.commands import Invocation, Services
 from bot.errors import StoreError
 from bot.lanes import BUSY, ModelLane
+from bot.sessions import Stops
 from bot.slackweb import TRANSPORT_ERRORS
 
 log = logging.getLogger("bot.listeners")
@@ -65,6 +71,7 @@ WORKING = "Working on it… the answer will appear here in a moment."
 SORRY = "Sorry, something went wrong on our side; please try again in a minute."
 HOME_CHANNEL_PAGES = 5  # of 200 channels: whom the App Home lists subscriptions to
 CLAIM = "mlresearch_question_claim"  # the request context's key for conversation.claim's outcome
+_TS = re.compile(r"\d{1,12}\.\d{1,8}")  # a Slack message timestamp
 
 
 def register(app: App, services: Services, lane: ModelLane | None = None) -> None:
@@ -83,6 +90,7 @@ def register(app: App, services: Services, lane: ModelLane | None = None) -> Non
     app.action(blocks.RELATED_ACTION_ID)(ack=_ack, lazy=[listeners.related])
     app.event("app_home_opened")(ack=_ack, lazy=[listeners.home])
     app.event("app_context_changed")(ack=_ack, lazy=[listeners.context_changed])
+    app.event("agent_session_stopped")(listeners.session_stopped)  # at once, in the request: a stop waits
     app.action(answers.FEEDBACK_ACTION_ID)(ack=_ack, lazy=[listeners.feedback])
     app.event("link_shared")(ack=_ack, lazy=[listeners.unfurl])
     app.event("app_uninstalled")(listeners.uninstalled)
@@ -130,6 +138,7 @@ class _Listeners:
     def __init__(self, services: Services, lane: ModelLane | None = None) -> None:
         self.services = services
         self.lane = lane if lane is not None else ModelLane()
+        self.stops = Stops()  # the questions this process is answering, for Slack's stop button
 
     def model_writes(self) -> bool:
         """Whether answers are written by the model endpoint (then they run on the model lane)."""
@@ -212,24 +221,21 @@ class _Listeners:
         finally:
             ack()
 
-    def answer(self, body: dict[str, Any], client: WebClient, context: dict[str, Any]) -> None:
-        self._answer(body, client, context)
+    def answer(self, body: dict[str, Any], client: WebClient, context: dict[str, Any],
+               set_status: Any = None, say_stream: Any = None) -> None:
+        self._answer(body, client, context, status=set_status, say_stream=say_stream)
 
     def assistant_message(self, body: dict[str, Any], client: WebClient, context: dict[str, Any],
-                          set_status: Any = None, set_title: Any = None) -> None:
-        self._answer(body, client, context, status=set_status, title=set_title)
+                          set_status: Any = None, set_title: Any = None, say_stream: Any = None) -> None:
+        """A reply in a DM thread (Bolt's Assistant middleware takes every one): answered as any question,
+        with the legacy assistant pane's title too."""
+        self._answer(body, client, context, status=set_status, title=set_title, say_stream=say_stream)
 
-    def assistant_started(self, event: dict[str, Any], client: WebClient) -> None:
+    def assistant_started(self, event: dict[str, Any], set_suggested_prompts: Any = None) -> None:
         thread = event.get("assistant_thread") or {}
-        channel, thread_ts = str(thread.get("channel_id") or ""), str(thread.get("thread_ts") or "")
-        if not (channel and thread_ts):
+        if not (isinstance(thread, dict) and thread.get("channel_id") and thread.get("thread_ts")):
             return
-        try:
-            client.assistant_threads_setSuggestedPrompts(channel_id=channel, thread_ts=thread_ts,
-                                                         prompts=conversation.prompts(),
-                                                         title=conversation.PROMPTS_TITLE)
-        except SlackApiError as exc:
-            log.warning("event=suggested_prompts_failed error=%s", str(exc.response.get("error"))[:60])
+        _suggest(set_suggested_prompts, str(thread.get("thread_ts")))
 
     def _answer(self, body: dict[str, Any], client: WebClient, context: dict[str, Any], **pane: Any) -> None:
         question = conversation.question_from_event(body, context.get("bot_user_id"), _team(context))
@@ -238,7 +244,8 @@ class _Listeners:
             return
 
         def answer() -> None:
-            conversation.answer(question, self.for_request(client), client, str(claimed), **pane)
+            conversation.answer(question, self.for_request(client), client, str(claimed), stops=self.stops,
+                                **pane)
 
         if not self.model_writes():
             answer()
@@ -397,9 +404,10 @@ class _Listeners:
 
     # App Home ---------------------------------------------------------------------------------------
 
-    def home(self, event: dict[str, Any], client: WebClient, context: BoltContext) -> None:
+    def home(self, event: dict[str, Any], client: WebClient, context: BoltContext,
+             set_suggested_prompts: Any = None) -> None:
         if event.get("tab") == "messages":
-            self._messages_opened(event, client, context)
+            self._messages_opened(event, client, context, set_suggested_prompts)
             return
         if event.get("tab", "home") != "home":
             return
@@ -407,17 +415,15 @@ class _Listeners:
 
     # the Messages tab -------------------------------------------------------------------------------
 
-    def _messages_opened(self, event: dict[str, Any], client: WebClient, context: BoltContext) -> None:
-        """Suggested prompts on every open (no thread_ts: the tab's); the greeting on the first only."""
+    def _messages_opened(self, event: dict[str, Any], client: WebClient, context: BoltContext,
+                         set_suggested_prompts: Any) -> None:
+        """Suggested prompts on every open (Bolt's `set_suggested_prompts`, no thread_ts: the tab's); the
+        greeting on the first only."""
         team_id, user_id = _team(context, event), str(event.get("user") or "")
         channel = str(event.get("channel") or "")
         if not (team_id and user_id and channel):
             return
-        try:
-            client.assistant_threads_setSuggestedPrompts(channel_id=channel, prompts=conversation.prompts(),
-                                                         title=conversation.PROMPTS_TITLE)
-        except SlackApiError as exc:
-            log.warning("event=suggested_prompts_failed error=%s", _one_line(exc.response.get("error")))
+        _suggest(set_suggested_prompts)
         store = self.services.store.thread_view()
         if not store.greet_once(team_id, user_id):
             return
@@ -430,14 +436,26 @@ class _Listeners:
             log.warning("event=greeting_failed team=%s user=%s error=%s", team_id, user_id,
                         _one_line(exc.response.get("error")))
 
-    def context_changed(self, event: dict[str, Any], client: WebClient, context: BoltContext) -> None:
-        """Remember the channel the person is looking at, if the bot can see it (else forget: one line)."""
-        team_id, user_id = _team(context, event), str(event.get("user") or "")
+    def context_changed(self, body: dict[str, Any], event: dict[str, Any], client: WebClient,
+                        context: BoltContext) -> None:
+        """Remember the channel the person is looking at, if the bot can see it (else forget: one line).
+        The person is the envelope's authorization (Slack's documented payload has no `event.user`)."""
+        team_id, user_id = _team(context, event), _viewer(body, event)
         if not (team_id and user_id):
+            log.info("event=context_ignored reason=no_person team=%s", team_id[:20])
             return
-        entities = (event.get("context") or {}).get("entities") or []
-        channel = next((str(e.get("value") or "") for e in entities if isinstance(e, dict)
-                        and e.get("type") == "slack#/types/channel_id"), "")
+        found = event.get("context")
+        entities = found.get("entities", []) if isinstance(found, dict) else None
+        if not isinstance(entities, list):
+            log.info("event=context_ignored reason=malformed team=%s", team_id[:20])
+            return
+        channels = [e.get("value") for e in entities if isinstance(e, dict)
+                    and e.get("type") == "slack#/types/channel_id"]
+        channel = next((c for c in channels if isinstance(c, str) and conversation.CHANNEL_ID.fullmatch(c)),
+                       "")
+        if channels and not channel:  # a channel named in a shape Slack does not send
+            log.info("event=context_ignored reason=malformed team=%s", team_id[:20])
+            return
         store = self.services.store.thread_view()
         if not conversation.CHANNEL_ID.fullmatch(channel):
             store.set_viewing(team_id, user_id, None)
@@ -450,6 +468,20 @@ class _Listeners:
             store.set_viewing(team_id, user_id, None)
             return
         store.set_viewing(team_id, user_id, channel)
+
+    # agent sessions: the stop button ------------------------------------------------------------------
+
+    def session_stopped(self, event: dict[str, Any], context: BoltContext) -> None:
+        """Slack's stop button (`agent_session_stopped`): end the work on that thread's question, here or in
+        the process answering it (bot.sessions); that answer ends its stream and leaves processing."""
+        team_id = _team(context, event)
+        channel, thread_ts = str(event.get("channel") or ""), str(event.get("thread_ts") or "")
+        if not (team_id and conversation.ANY_CHANNEL_ID.fullmatch(channel) and _TS.fullmatch(thread_ts)):
+            log.info("event=session_stop_ignored reason=malformed team=%s", team_id[:20])
+            return
+        found = self.stops.request_stop(self.services.store.thread_view(), team_id, channel, thread_ts)
+        log.info("event=session_stop team=%s channel=%s thread=%s found=%d", team_id, channel, thread_ts,
+                 found)
 
     # feedback on answers ----------------------------------------------------------------------------
 
@@ -553,6 +585,30 @@ def _channels_of(client: WebClient, user_id: str) -> set[str]:
         log.warning("event=home_channels_unknown user=%s error=%s", user_id[:20], type(exc).__name__)
         return set()
     return found
+
+
+def _viewer(body: dict[str, Any], event: dict[str, Any]) -> str:
+    """The person an `app_context_changed` is about: the envelope's authorization that is not a bot (as Slack
+    documents the event), else an `event.user` (an older shape)."""
+    for auth in body.get("authorizations") or []:
+        if isinstance(auth, dict) and not auth.get("is_bot") and isinstance(auth.get("user_id"), str):
+            return str(auth["user_id"])[:40]
+    user = event.get("user")
+    return user[:40] if isinstance(user, str) else ""
+
+
+def _suggest(set_suggested_prompts: Any, thread_ts: str | None = None) -> None:
+    """The suggested prompts, through Bolt's `set_suggested_prompts` (the tab's, or a thread's)."""
+    if set_suggested_prompts is None:
+        return
+    try:
+        set_suggested_prompts(prompts=conversation.prompts(), title=conversation.PROMPTS_TITLE,
+                              thread_ts=thread_ts)
+    except SlackApiError as exc:
+        log.warning("event=suggested_prompts_failed error=%s",
+                    _one_line(exc.response.get("error") if exc.response is not None else "?"))
+    except TRANSPORT_ERRORS as exc:
+        log.warning("event=suggested_prompts_failed error=%s", type(exc).__name__)
 
 
 def _team(context: dict[str, Any], event: dict[str, Any] | None = None) -> str:

@@ -19,11 +19,12 @@ from __future__ import annotations
 import json
 import logging
 import re
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from bot.errors import SummaryError
+from bot.errors import SummaryError, SummaryStopped
 from bot.feed import Deadline
 from bot.models import Item
 
@@ -75,12 +76,16 @@ def prompt(question: str, items: list[Item]) -> list[dict[str, str]]:
     ]
 
 
-def written_sentences(summarizer: Summarizer, question: str, items: list[Item]) -> Iterator[Sentence]:
+def written_sentences(summarizer: Summarizer, question: str, items: list[Item], *,
+                      stop: threading.Event | None = None) -> Iterator[Sentence]:
     """The model's sentences, each checked (see the module docstring); raises SummaryError when the stream
-    fails, after the sentences it yielded."""
+    fails, after the sentences it yielded, and SummaryStopped when `stop` is set (the model request is then
+    closed)."""
     buffer = ""
     count = 0
     for delta in stream_chat(summarizer, prompt(question, items)):
+        if stop is not None and stop.is_set():
+            raise SummaryStopped("the answer was stopped")
         buffer += delta
         while count < MAX_SENTENCES:
             end = _sentence_end(buffer)

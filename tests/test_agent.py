@@ -169,15 +169,61 @@ def test_a_messages_tab_message_is_answered_in_its_own_thread_ending_with_feedba
 # --- context ---------------------------------------------------------------------------------------------
 
 
-def context_event(channel: str) -> dict[str, Any]:
-    return {"type": "app_context_changed", "user": "U0ALICE", "channel": "D0ALICE", "event_ts": "1.2",
-            "context": {"entities": [{"type": "slack#/types/channel_id", "value": channel, "team_id": TEAM}]}}
+# Slack's documented app_context_changed, verbatim (docs.slack.dev/reference/events/app_context_changed,
+# retrieved 2026-12-06): the person is in the envelope's `authorizations`, the event has no `user`. The page's
+# example has a trailing comma after `"is_enterprise_install": false` (not JSON): dropped, nothing else.
+CONTEXT_DOCUMENTED = """{
+"token": "XXYYZZ",
+"team_id": "T123ABC456",
+"api_app_id": "A123ABC456",
+"event": {
+"type": "app_context_changed",
+"context": {
+"entities": [
+{
+"type": "slack#/types/channel_id",
+"value": "C01234ABDCE",
+"team_id": "T0ABCDE6543"
+}
+]
+}
+},
+"type": "event_callback",
+"authorizations": [
+{
+"team_id": "T123ABC456",
+"user_id": "U123ABC456",
+"is_bot": false,
+"is_enterprise_install": false
+}
+],
+"event_id": "Ev123ABC456",
+"event_time": 123456789
+}"""
+
+
+def context_body(channel: str, user: str = "U0ALICE", team: str = TEAM) -> bytes:
+    """Slack's documented payload, its ids pointed at this test's workspace, person and channel."""
+    body = json.loads(CONTEXT_DOCUMENTED)
+    body["team_id"] = team
+    body["event"]["context"]["entities"][0].update(value=channel, team_id=team)
+    body["authorizations"][0].update(team_id=team, user_id=user)
+    body["event_id"] = f"Ev{time.monotonic_ns()}"
+    return json.dumps(body).encode()
+
+
+def view(bot: Bot, channel: str, user: str = "U0ALICE") -> int:
+    """The person looks at `channel` beside the Messages tab (a signed app_context_changed, as Slack
+    sends it)."""
+    body = context_body(channel, user)
+    status, _ = http("POST", bot.url, body, signed_headers(body, "application/json"))
+    return status
 
 
 def test_whats_new_here_uses_the_subscription_of_the_channel_in_view(bot: Bot, store: Store) -> None:
     store.subscribe(TEAM, "C0ML", "U0BOB", ["diffusion"])
     channels_seen(bot.slack, "C0ML")
-    assert bot.send(context_event("C0ML")) == 200
+    assert view(bot, "C0ML") == 200
     bot.drain()
     dm(bot, "what's new here?")
     bot.drain()
@@ -203,10 +249,10 @@ def test_a_context_naming_a_channel_the_bot_cannot_see_is_one_log_line_and_a_sen
 ) -> None:
     store.subscribe(TEAM, "C0SEEN", "U0BOB", ["diffusion"])
     channels_seen(bot.slack, "C0SEEN")
-    bot.send(context_event("C0SEEN"))
+    view(bot, "C0SEEN")
     bot.drain()
     with caplog.at_level(logging.INFO, logger="bot"):
-        bot.send(context_event("C0SECRET"))  # the bot is not in it: conversations.info says channel_not_found
+        view(bot, "C0SECRET")  # the bot is not in it: conversations.info says channel_not_found
         bot.drain()
     lines = [r.getMessage() for r in caplog.records if "context_unseen" in r.getMessage()]
     assert len(lines) == 1 and "channel_not_found" in lines[0] and "Traceback" not in caplog.text

@@ -6,7 +6,9 @@ A row is keyed by the message (team, channel, ts), not by the event id: a retry 
 the same message, and the same message may also arrive as two events (a mention in a direct message). States:
 `answering` (claimed; a claim older than `stale_after` seconds was left by a process that died and may be
 taken over: `claim_question` says "reclaimed", and the caller checks the thread for an answer before posting
-again), `answered`, `failed` (Slack refused the answer; not retried).
+again), `answered`, `failed` (Slack refused the answer; not retried), `stopping` (the person pressed Slack's
+stop button while it was being answered: the process answering it stops, see `bot.sessions`; never taken
+over).
 """
 
 from __future__ import annotations
@@ -96,6 +98,22 @@ class ConversationsMixin(StoreBase):
         with self._write() as db:
             db.execute("DELETE FROM answered_events WHERE team_id = ? AND channel_id = ? AND message_ts = ? "
                        "AND state = 'answering'", [team_id, channel_id, message_ts])
+
+    def stop_questions(self, team_id: str, channel_id: str, thread_ts: str) -> int:
+        """Mark the thread's questions still being answered as stopping (Slack's stop button); returns how
+        many were."""
+        with self._write() as db:
+            cursor = db.execute("UPDATE answered_events SET state = 'stopping', updated_at = ? WHERE "
+                                "team_id = ? AND channel_id = ? AND thread_ts = ? AND state = 'answering'",
+                                [iso(utcnow()), team_id, channel_id, thread_ts])
+            return max(cursor.rowcount, 0)
+
+    def stop_requested(self, team_id: str, channel_id: str, message_ts: str) -> bool:
+        """Whether the question's answer was stopped (`stop_questions`) while it was being answered."""
+        with self.connect(readonly=True) as db:
+            row = db.one("SELECT state FROM answered_events WHERE team_id = ? AND channel_id = ? AND "
+                         "message_ts = ?", [team_id, channel_id, message_ts])
+            return bool(row) and row[0] == "stopping"
 
     def previous_question(self, team_id: str, channel_id: str, thread_ts: str, before_ts: str) -> str | None:
         """The stored understanding of the last question answered in the thread before `before_ts`."""

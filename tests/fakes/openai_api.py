@@ -11,8 +11,9 @@ Set `content` (the assistant message), `status` (an HTTP error instead), `raw` (
 
 A request with `"stream": true` gets a server-sent event stream instead: `content` cut into `chunk_chars`
 pieces, one `data: {chat.completion.chunk}` event each, `pace` seconds apart, then a finish reason and
-`data: [DONE]`. Script a broken stream with `stream_lines` (the events' data sent as is, then the connection
-closes with no `[DONE]`), or `cut_after` (close the connection after that many content events).
+`data: [DONE]`; `gave_up` is set when a client closes a stream before its end. Script a broken stream with
+`stream_lines` (the events' data sent as is, then the connection closes with no `[DONE]`), or `cut_after`
+(close the connection after that many content events).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ class FakeOpenAI:
         self.delay = delay
         self.requests: list[dict[str, Any]] = []
         self.released = threading.Event()  # set on exit, so a delayed answer stops waiting
+        self.gave_up = threading.Event()  # set when a client closed a stream before its end
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -130,7 +132,7 @@ class FakeOpenAI:
             event(chunk({}, "stop"))
             event("[DONE]")
         except OSError:  # the client gave up
-            pass
+            self.gave_up.set()
 
     def __enter__(self) -> FakeOpenAI:
         self._thread.start()

@@ -106,6 +106,7 @@ class FakeSlack(Loopback):
         self.users: dict[str, dict[str, Any]] = {}
         self.members: dict[str, set[str]] = {}  # channel id -> the people in it (users.conversations)
         self.unfurls: list[dict[str, Any]] = []  # what chat.unfurl was given, in order
+        self.sessions: dict[tuple[str, str], dict[str, Any]] = {}  # agents.sessions.setStatus, by thread
         self.bots: dict[str, tuple[str, str]] = {}  # token -> (bot user, bot id) of its posts
         self.handlers: dict[str, Handler] = {
             "auth.test": self._auth_test,
@@ -120,6 +121,8 @@ class FakeSlack(Loopback):
             "assistant.threads.setStatus": self._ok,
             "assistant.threads.setSuggestedPrompts": self._ok,
             "assistant.threads.setTitle": self._ok,
+            "agents.sessions.setStatus": self._session_status,
+            "agents.sessions.rename": self._ok,
             "chat.startStream": self._start_stream,
             "chat.appendStream": self._append_stream,
             "chat.stopStream": self._stop_stream,
@@ -301,6 +304,22 @@ class FakeSlack(Loopback):
     def _ok(self, call: Call) -> dict[str, Any]:
         return {"ok": True}
 
+    def _session_status(self, call: Call) -> dict[str, Any]:
+        """agents.sessions.setStatus: the session of (channel_id, thread_ts) gets the status (its title is
+        kept from its creation only, as Slack does); `sessions` holds each one's statuses in order."""
+        status = str(call.params.get("status") or "")
+        if status not in ("active", "processing", "suspended", "closed"):
+            return {"ok": False, "error": "invalid_arguments"}
+        key = (str(call.params.get("channel_id") or ""), str(call.params.get("thread_ts") or ""))
+        with self._cond:
+            session = self.sessions.setdefault(key, {"title": call.params.get("title"), "statuses": []})
+            session["statuses"].append(status)
+        return {"ok": True}
+
+    def session_statuses(self, channel: str, thread_ts: str) -> list[str]:
+        with self._cond:
+            return list(self.sessions.get((channel, thread_ts), {}).get("statuses", []))
+
     # streaming, updates, ephemerals ----------------------------------------------------------------------
 
     def streamed(self, channel: str | None = None) -> list[dict[str, Any]]:
@@ -431,6 +450,9 @@ def _add_chunks(message: dict[str, Any], params: dict[str, Any]) -> None:
               if isinstance(c, dict) and c.get("type") == "markdown_text"]
     message["stream_chunks"].append(texts)
     message["markdown"] += "".join(texts)
+    for chunk in chunks:  # task progress: each task's latest state, by id, in the order first seen
+        if isinstance(chunk, dict) and chunk.get("type") == "task_update" and chunk.get("id"):
+            message.setdefault("tasks", {})[str(chunk["id"])] = dict(chunk)
 
 
 def _not_streaming(message: dict[str, Any] | None) -> str:
