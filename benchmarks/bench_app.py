@@ -47,6 +47,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 ITEMS = 20_000  # the archive searched (issue 12's size for the index's memory)
@@ -393,7 +394,8 @@ WRITTEN = ("The archive's items study {a} in several settings [1]. Two of them l
 
 
 def agent_latency(env: dict[str, str], tmp: Path, runs: int) -> None:
-    """Step 5: DM event -> first streamed characters -> first written sentence -> finished answer."""
+    """Step 5: DM event -> processing status -> first streamed characters -> first written sentence ->
+    finished answer; then the stop button during an answer -> the stream's end."""
     store = SQLiteStore(tmp / "agent.db")
     store.migrate()
     store.add_items(synthetic_items(AGENT_ITEMS))
@@ -403,6 +405,7 @@ def agent_latency(env: dict[str, str], tmp: Path, runs: int) -> None:
             ServeProcess({**env, "SLACK_API_URL": slack.url, "DATABASE_URL": f"sqlite:///{store.path}",
                           "SUMMARY_API_URL": model.url, "SUMMARY_API_KEY": "bench"}, tmp) as bot:
         assert slack_url != slack.url
+        sign: list[float] = []
         first, written, done = [], [], []
         for n in range(runs + 1):  # the first question warms the search index: not counted
             ts = f"{1800000000 + n}.000100"
@@ -427,15 +430,54 @@ def agent_latency(env: dict[str, str], tmp: Path, runs: int) -> None:
                 raise RuntimeError(f"no streamed answer:\n{bot.output()[-3000:]}")
             if n == 0:
                 continue
+            signs = [c for c in slack.calls_to("agents.sessions.setStatus")
+                     if c.params.get("thread_ts") == ts and c.params.get("status") == "processing"]
+            sign.append(float(signs[0].done_at or 0) - started if signs else float("nan"))
             first.append(float(stream_call("chat.startStream") or 0) - started)
             written.append(float(stream_call("chat.appendStream") or 0) - started)
             done.append(float(stream_call("chat.stopStream") or 0) - started)
-    for label, values in (("first streamed characters (the header)", first),
+        stopped = stop_latency(bot, slack, model, runs)
+    for label, values in (("first visible sign (the session's processing status)", sign),
+                          ("first streamed characters (the header)", first),
                           ("first sentence the model wrote", written), ("finished answer", done)):
         print(f"DM event -> {label}: median {statistics.median(values) * 1000:.0f} ms, "
               f"worst {max(values) * 1000:.0f} ms ({len(values)} questions)")
     print(f"  model stand-in: first token after {MODEL_FIRST_TOKEN:g} s, then {MODEL_CHARS} characters every "
           f"{MODEL_PACE * 1000:.0f} ms; answer of {len(WRITTEN.format(a='speech', b='vision'))} characters")
+    print(f"stop button (agent_session_stopped) -> the stream's end (chat.stopStream): median "
+          f"{statistics.median(stopped) * 1000:.0f} ms, worst {max(stopped) * 1000:.0f} ms "
+          f"({len(stopped)} stops during a written answer)")
+
+
+def stop_latency(bot: Any, slack: FakeSlack, model: FakeOpenAI, runs: int) -> list[float]:
+    """The stop button pressed while an answer is being written: from the event to chat.stopStream."""
+    model.content = " ".join(WRITTEN.format(a="speech", b="vision") for _ in range(20))  # a long answer
+    times = []
+    for n in range(runs):
+        ts = f"{1900000000 + n}.000100"
+        event = {"type": "message", "channel_type": "im", "channel": "D0STOP", "user": "U0BENCH",
+                 "text": f"what has Apple published on {WORDS[n % len(WORDS)]}?", "ts": ts, "event_ts": ts}
+        status, _ = bot.event(event)
+        assert status == 200, status
+
+        def stream_ts(fake: FakeSlack = slack, thread: str = ts) -> str | None:
+            starts = [c for c in fake.calls_to("chat.startStream") if c.params.get("thread_ts") == thread]
+            return str((starts[0].answer or {}).get("ts") or "") if starts and starts[0].answer else None
+
+        def calls(method: str, fake: FakeSlack = slack) -> list[Any]:
+            return [c for c in fake.calls_to(method) if c.params.get("ts") == stream_ts() and c.done_at]
+
+        if not slack.wait_for(lambda _s: len(calls("chat.appendStream")) >= 2, timeout=120):
+            raise RuntimeError(f"no streamed answer:\n{bot.output()[-3000:]}")
+        stop = {"type": "agent_session_stopped", "channel": "D0STOP", "thread_ts": ts, "user": "U0BENCH",
+                "streaming_message_ts": [stream_ts()], "event_ts": f"{1900000000 + n}.500000"}
+        started = time.monotonic()
+        status, _ = bot.event(stop)
+        assert status == 200, status
+        if not slack.wait_for(lambda _s: bool(calls("chat.stopStream")), timeout=60):
+            raise RuntimeError(f"the stop did not end the stream:\n{bot.output()[-3000:]}")
+        times.append(float(calls("chat.stopStream")[0].done_at) - started)
+    return times
 
 
 def main() -> None:
