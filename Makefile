@@ -6,7 +6,15 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint lock bench clean
+.PHONY: help run test lint lock bench clean
+
+help:  ## the first target: plain `make` lists what there is
+	@echo "make run    create .venv, install, start the bot (the local shell when no Slack credentials are set)"
+	@echo "make test   install with dev extras, run the whole suite, ruff and mypy"
+	@echo "make lint   ruff and mypy only"
+	@echo "make lock   regenerate uv.lock from pyproject.toml"
+	@echo "make bench  run every benchmark in benchmarks/"
+	@echo "make clean  remove .venv and build leftovers"
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)

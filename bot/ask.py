@@ -136,7 +136,8 @@ class Understood:
         if self.action == "help":
             return ""
         if self.action == "latest":
-            said = f"The {self.count} newest items" if self.count else "The newest items"
+            said = ("The newest item" if self.count == 1 else f"The {self.count} newest items" if self.count
+                    else "The newest items")
         else:
             verb = "Summarized" if self.action == "summarize" else "Searched for"
             topic = f"“{escape(self.topic)}”" if self.words else "everything"

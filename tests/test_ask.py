@@ -232,3 +232,9 @@ def test_the_stored_form_reads_back() -> None:
     again = Understood.from_json(first.as_json())
     assert again is not None and again.command() == first.command()
     assert Understood.from_json("not json") is None and Understood.from_json('{"action": "drop"}') is None
+
+
+def test_one_newest_item_is_said_in_the_singular() -> None:
+    assert ask("latest 1").describe() == "The newest item."
+    assert ask("latest 2").describe() == "The 2 newest items."
+    assert ask("latest").describe() == "The newest items."

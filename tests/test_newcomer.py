@@ -312,3 +312,13 @@ def test_log_lines_never_land_on_the_prompt_line_of_a_real_terminal(tmp_path: Pa
     on_prompt = [line for line in shown if line.startswith(PROMPT) and line not in (PROMPT, PROMPT + "exit")]
     assert on_prompt == [], on_prompt
     assert "Traceback" not in raw.decode("utf-8", "replace")
+
+
+def test_plain_make_lists_the_targets_and_runs_nothing() -> None:
+    done = subprocess.run(["make", "-n"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.startswith("echo ")  # the default target only prints
+    shown = subprocess.run(["make", "--no-print-directory"], cwd=ROOT, capture_output=True, text=True,
+                           timeout=60)
+    assert shown.returncode == 0
+    assert [line.split()[1] for line in shown.stdout.splitlines()] == ["run", "test", "lint", "lock", "bench",
+                                                                       "clean"]
