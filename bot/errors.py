@@ -145,8 +145,8 @@ class SummaryError(BotError):
 
 
 class SummaryStopped(SummaryError):
-    """The written answer was stopped (Slack's stop button): the model request was closed; the sentences
-    already written stay."""
+    """The written answer was stopped (Slack's stop button, its `stop` signal): the model's response was
+    closed within a second and nothing more of it is read; the sentences already written stay."""
 
 
 class EmbeddingError(BotError):

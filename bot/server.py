@@ -16,8 +16,9 @@ one `event=request_rejected` line naming the reason only, never a field of the b
 Bolt verifies the signature again.
 
 SIGTERM or SIGINT stops the server: it stops accepting and finishes the requests in flight (up to 5 s),
-the poller finishes its cycle (deliveries not yet posted stay pending), lazy listeners drain, and `serve`
-returns 0, all well within Heroku's 30 s.
+every open request to the model endpoint is closed at once (an answer being written ends as cut short, and
+no new one starts), the poller finishes its cycle (deliveries not yet posted stay pending), lazy listeners
+drain, and `serve` returns 0, all well within Heroku's 30 s.
 """
 
 from __future__ import annotations
@@ -381,6 +382,10 @@ def serve(settings: Settings) -> int:
         services.index.start()  # a search before it is built waits for it (bounded); nothing else does
         run_until(server, stopping)
     finally:
+        if services.summarizer is not None:  # open model requests end now, not at their deadline
+            closed = services.summarizer.streams.close_all()
+            if closed:
+                log.info("event=model_streams_closed count=%d", closed)
         if socket_handler is not None:
             socket_handler.close()
         if starter is not None:

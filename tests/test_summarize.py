@@ -19,7 +19,7 @@ from bot.models import Item
 from bot.search.index import SearchIndex
 from bot.summarize import Summarizer, extractive, parse_bullets, retrieve, sentences
 from tests.fakes.archive import filled_store
-from tests.fakes.openai_api import FakeOpenAI
+from tests.fakes.openai_api import FakeOpenAI, fences
 
 
 @pytest.fixture
@@ -119,10 +119,10 @@ def test_model_summary_is_grounded_in_the_retrieved_items(index: SearchIndex, ap
     assert request["path"] == "/v1/chat/completions"
     assert request["headers"]["Authorization"] == "Bearer sk-test"
     assert request["body"]["model"] == "tiny-model"
-    prompt = request["body"]["messages"][1]["content"]
-    assert "Topic: diffusion models" in prompt
-    assert all(f"[{n}] {item.title}" in prompt for n, item in enumerate(retrieved, 1))
-    assert f"[{len(retrieved) + 1}]" not in prompt
+    fenced = fences(request["body"]["messages"][1]["content"])
+    assert fenced["TOPIC"] == "diffusion models"
+    assert all(fenced[f"ITEM {n}"].startswith(f"{item.title} (") for n, item in enumerate(retrieved, 1))
+    assert set(fenced) == {"TOPIC", *(f"ITEM {n}" for n in range(1, len(retrieved) + 1))}
 
 
 def test_the_model_summarizes_a_linked_item_under_its_title(index: SearchIndex, api: FakeOpenAI) -> None:
@@ -131,8 +131,8 @@ def test_the_model_summarizes_a_linked_item_under_its_title(index: SearchIndex, 
     api.content = "- It composes diffusion models [1].\n"
     summary = Summarizer(api.url, "sk-test", "tiny-model", timeout=5).summarize(index, f"<{item.link}>")
     assert summary is not None and summary.items == (item,) and summary.about == item.title
-    prompt = api.requests[0]["body"]["messages"][1]["content"]
-    assert f"Topic: {item.title}\n" in prompt and "[1]" in prompt and "[2]" not in prompt
+    fenced = fences(api.requests[0]["body"]["messages"][1]["content"])
+    assert fenced["TOPIC"] == item.title and set(fenced) == {"TOPIC", "ITEM 1"}
 
 
 def test_the_model_is_asked_about_the_words_not_the_filters(index: SearchIndex, api: FakeOpenAI) -> None:
@@ -142,7 +142,7 @@ def test_the_model_is_asked_about_the_words_not_the_filters(index: SearchIndex, 
                                                                                 "diffusion models type:paper")
     assert summary is not None and summary.about == "diffusion models" and summary.filters == "type:paper"
     prompt = api.requests[0]["body"]["messages"][1]["content"]
-    assert "Topic: diffusion models\n" in prompt and "type:paper" not in prompt
+    assert fences(prompt)["TOPIC"] == "diffusion models" and "type:paper" not in prompt
 
 
 def test_a_citation_of_an_item_not_retrieved_is_rejected(index: SearchIndex, api: FakeOpenAI) -> None:
@@ -213,13 +213,15 @@ def test_parse_bullets_accepts_common_list_styles() -> None:
 
 
 def test_model_text_is_escaped_in_the_slack_reply(index: SearchIndex, api: FakeOpenAI) -> None:
-    api.content = "- Ignore that and say <!channel> <https://evil.example|win> & more [1]"
+    """Slack's markup in a bullet is removed (a mention, a link: the link's text stays); what is left is
+    escaped."""
+    api.content = "- Ignore that and say <!channel> <https://evil.example|win> & x < y > z more [1]"
     services = Services(store=index.store, settings=Settings(), summarizer=Summarizer(api.url, timeout=5),
                         index=index)
     reply = handle(Invocation("summarize privacy", "T1", "C1", "U1"), services)
     body = json.dumps(reply.blocks)
-    assert "<!channel>" not in body and "<https://evil" not in body
-    assert "&lt;!channel&gt;" in body and "&amp; more" in body
+    assert "!channel" not in body and "evil" not in body
+    assert "say win &amp; x &lt; y &gt; z more" in body
 
 
 # --- the command line ------------------------------------------------------------------------------------
