@@ -10,13 +10,16 @@ Methods: auth.test, chat.postMessage (kept per channel, with ts and metadata; a 
 user ID it lands in the bot's DM with that person, as Slack does), conversations.history (top-level messages
 newest first, `oldest`/`latest`/`limit`/`cursor`, metadata only with include_all_metadata),
 conversations.replies (a thread: its parent, then its replies oldest first, the same paging and metadata),
-conversations.open (a person's DM: `dm_channel(user)`), views.publish (answered ok; the view is in the call),
-users.conversations (the channels of `slack.members` a person is in),
+conversations.open (a person's DM: `dm_channel(user)`), conversations.info (every channel is a public one the
+bot is in unless `slack.channels[id]` says otherwise: its fields, or None for channel_not_found),
+views.publish (the published view with the fields Slack adds), users.conversations (the channels of
+`slack.members` a person is in),
 users.info (the people in `slack.users`, user id -> profile fields such as `tz`; anyone else is
 `user_not_found`), assistant.threads.setStatus / setSuggestedPrompts / setTitle (recorded in
 `calls`, answered ok), chat.startStream / appendStream / stopStream (a streamed reply: its message grows
 with each chunk's markdown text in `streamed`, and stopStream adds its blocks and metadata; `stream_chunks`
-lists what each call carried), chat.update (a bot message's text, blocks, metadata), chat.postEphemeral
+lists what each call carried; outside a DM startStream needs recipient_user_id and recipient_team_id, as Slack
+documents), chat.update (a bot message's text, blocks, metadata), chat.postEphemeral
 (kept in `ephemerals`), chat.unfurl (kept in `unfurls`: channel and ts, or unfurl_id and source, are
 required, as is an `unfurls` object). `feedback_click(...)` builds the block_actions payload of a feedback
 button. Add more with
@@ -105,6 +108,7 @@ class FakeSlack(Loopback):
         self.faults: list[Fault] = []
         self.users: dict[str, dict[str, Any]] = {}
         self.members: dict[str, set[str]] = {}  # channel id -> the people in it (users.conversations)
+        self.channels: dict[str, dict[str, Any] | None] = {}  # conversations.info: fields, or None: none
         self.unfurls: list[dict[str, Any]] = []  # what chat.unfurl was given, in order
         self.sessions: dict[tuple[str, str], dict[str, Any]] = {}  # agents.sessions.setStatus, by thread
         self.bots: dict[str, tuple[str, str]] = {}  # token -> (bot user, bot id) of its posts
@@ -113,6 +117,7 @@ class FakeSlack(Loopback):
             "chat.postMessage": self._post_message,
             "conversations.history": self._history,
             "conversations.open": self._open,
+            "conversations.info": self._info,
             "views.publish": self._publish,
             "users.conversations": self._users_conversations,
             "users.info": self._users_info,
@@ -213,7 +218,8 @@ class FakeSlack(Loopback):
 
     def _auth_test(self, call: Call) -> dict[str, Any]:
         return {"ok": True, "url": "https://fake.slack.com/", "team": "Fake", "user": "mlresearch",
-                "team_id": self.team_id, "user_id": BOT_USER, "bot_id": BOT_ID}
+                "team_id": self.team_id, "user_id": BOT_USER, "bot_id": BOT_ID,
+                "is_enterprise_install": False}
 
     def _open(self, call: Call) -> dict[str, Any]:
         users = str(call.params.get("users") or "")
@@ -225,11 +231,34 @@ class FakeSlack(Loopback):
         user = str(call.params.get("user") or "")
         with self._cond:
             channels = sorted(channel for channel, people in self.members.items() if user in people)
-        return {"ok": True, "channels": [{"id": channel, "is_private": False} for channel in channels],
+        return {"ok": True, "channels": [{"id": channel, "name": channel.lower(), "is_channel": True,
+                                          "is_group": False, "is_im": False, "is_private": False,
+                                          "is_archived": False} for channel in channels],
                 "response_metadata": {"next_cursor": ""}}
 
+    def _info(self, call: Call) -> dict[str, Any]:
+        """A channel as conversations.info documents it (the fields the bot reads, and a few more)."""
+        channel = str(call.params.get("channel") or "")
+        with self._cond:
+            known = channel in self.channels
+            fields = self.channels.get(channel)
+        if not channel or (known and fields is None):
+            return {"ok": False, "error": "channel_not_found"}
+        return {"ok": True, "channel": {
+            "id": channel, "name": channel.lower(), "is_channel": channel[:1] == "C", "is_group": False,
+            "is_im": channel[:1] == "D", "is_mpim": False, "is_private": False, "is_archived": False,
+            "is_general": False, "is_shared": False, "is_ext_shared": False, "is_org_shared": False,
+            "is_member": True, "created": 1449252889, "creator": "U0CREATOR", **(fields or {})}}
+
     def _publish(self, call: Call) -> dict[str, Any]:
-        return {"ok": True, "view": {"id": "V0HOME", **(call.params.get("view") or {})}}
+        """The view as views.publish answers it: what was published, with the fields Slack adds."""
+        view = call.params.get("view") or {}
+        return {"ok": True, "view": {
+            "id": "V0HOME", "team_id": self.team_id, "type": "home", "close": None, "submit": None,
+            "blocks": [], "private_metadata": "", "callback_id": "", "state": {"values": {}},
+            "hash": "1700000000.abcdef12", "clear_on_close": False, "notify_on_close": False,
+            "root_view_id": "V0HOME", "previous_view_id": None, "app_id": "A0FAKE", "external_id": "",
+            "bot_id": BOT_ID, **(view if isinstance(view, dict) else {})}}
 
     def _post_message(self, call: Call) -> dict[str, Any]:
         channel = call.channel
@@ -330,6 +359,9 @@ class FakeSlack(Loopback):
         channel, thread_ts = str(call.params.get("channel") or ""), str(call.params.get("thread_ts") or "")
         if not channel or not thread_ts:
             return {"ok": False, "error": "invalid_arguments"}
+        if channel[:1] != "D" and not (call.params.get("recipient_user_id")
+                                       and call.params.get("recipient_team_id")):
+            return {"ok": False, "error": "invalid_arguments"}  # "required when streaming to channels"
         with self._cond:
             user, bot_id = self.bots.get(call.token or "", (BOT_USER, BOT_ID))
             message = {"type": "message", "ts": self._next_ts(), "channel": channel, "user": user,
