@@ -15,7 +15,9 @@ started is finished by chat.update of the streamed message (or, when that fails 
 stream that fails keeps the sentences already written (each checked) and says the answer was cut short; with
 none written the answer is the extractive one (`fallback`), as without a model. A stop (Slack's stop button,
 `bot.sessions`) closes the model request at once and ends the stream the same way, with a line saying it was
-stopped.
+stopped. An answer posted whole carries the cited papers' cards (`bot.entities.with_papers`) in its metadata;
+a streamed one carries the event metadata alone, the only metadata Slack documents for chat.stopStream and
+chat.update.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from slack_sdk.models.blocks import (
 from slack_sdk.models.blocks.block_elements import UrlSourceElement
 from slack_sdk.models.messages.chunk import TaskUpdateChunk
 
-from bot import views
+from bot import entities, views
 from bot.ask import Understood, clean
 from bot.blocks import cut, escape, title_link
 from bot.commands import LATEST_DEFAULT, LATEST_MAX, SEARCH_RESULTS, Services, shown_count
@@ -180,7 +182,8 @@ def stream_written(
         except SlackApiError as exc:
             log.warning("event=stream_update_failed error=%s", _error(exc))
     posted = client.chat_postMessage(channel=q.channel_id, thread_ts=q.thread_ts, text=text, blocks=whole,
-                                     parse="none", unfurl_links=False, unfurl_media=False, metadata=metadata)
+                                     parse="none", unfurl_links=False, unfurl_media=False,
+                                     metadata=entities.with_papers(metadata, cited))
     return Streamed(str(posted.get("ts") or "") or None, "posted", tuple(cited))
 
 

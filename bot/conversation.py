@@ -19,7 +19,8 @@ searched for so a person can correct it, posted with `parse: none`, no unfurls, 
 and ending with feedback buttons. With a model endpoint (`SUMMARY_API_*`), a search or summary that finds
 items is answered instead by a paragraph the model writes from them, streamed as it is written
 (`bot.answers`). "What's new here?" takes its topic from the channel asked in or looked at (`in_context`).
-The items an answer showed are kept with its claim, for the votes on it (`bot.store.agent`).
+The items an answer showed are kept with its claim, for the votes on it (`bot.store.agent`), and carry their
+paper cards (`bot.entities`: Work Objects, in the message's metadata beside the answer's event).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from typing import Any
 
 from slack_sdk.errors import SlackApiError
 
-from bot import answers, commands, views
+from bot import answers, commands, entities, views
 from bot.ask import Understood, understand, with_topic
 from bot.blocks import cut
 from bot.commands import Invocation, Services
@@ -213,7 +214,7 @@ def _answer(q: Question, services: Services, client: Any, claimed: str, now: Cal
             posted = client.chat_postMessage(
                 channel=q.channel_id, thread_ts=q.thread_ts, text=text,
                 blocks=[*blocks[: MAX_BLOCKS - 1], answers.feedback_block()], parse="none",
-                unfurl_links=False, unfurl_media=False, metadata=metadata,
+                unfurl_links=False, unfurl_media=False, metadata=entities.with_papers(metadata, items),
             )
             reply_ts, how = str(posted.get("ts") or "") or None, "posted"
     except SlackApiError as exc:

@@ -30,8 +30,9 @@
   counts) and thanked ephemerally; a click on anything else gets one line.
 - Unfurls (`bot.unfurls`): a `link_shared` event's links to machinelearning.apple.com are looked up in the
   archive by a lazy listener and unfurled with `chat.unfurl` (title, date, authors, the abstract's start, Save
-  and Related); links to other hosts, links beyond the cap and links the archive does not hold are left to
-  Slack.
+  and Related, as Block Kit and as a paper card, a Work Object); links to other hosts, links beyond the cap
+  and links the archive does not hold are left to Slack. `entity_details_requested` (a paper card opened)
+  is answered with its flexpane (`bot.flexpane`).
 - Lifecycle: uninstall and token revocation forget the workspace (its installation, subscriptions and
   undelivered items); an archived or left channel is paused, a deleted one unsubscribed, so the bot never
   posts where it is no longer welcome.
@@ -56,7 +57,7 @@ from slack_bolt import Ack, App, Assistant, BoltContext, Respond
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from bot import answers, blocks, commands, conversation, home, unfurls
+from bot import answers, blocks, commands, conversation, flexpane, home, unfurls
 from bot.commands import Invocation, Services
 from bot.errors import StoreError
 from bot.lanes import BUSY, ModelLane
@@ -93,6 +94,7 @@ def register(app: App, services: Services, lane: ModelLane | None = None) -> Non
     app.event("agent_session_stopped")(listeners.session_stopped)  # at once, in the request: a stop waits
     app.action(answers.FEEDBACK_ACTION_ID)(ack=_ack, lazy=[listeners.feedback])
     app.event("link_shared")(ack=_ack, lazy=[listeners.unfurl])
+    app.event("entity_details_requested")(ack=_ack, lazy=[listeners.entity_details])
     app.event("app_uninstalled")(listeners.uninstalled)
     app.event("tokens_revoked")(listeners.tokens_revoked)
     for name in ("channel_archive", "group_archive"):
@@ -384,15 +386,15 @@ class _Listeners:
             log.info("event=unfurl_skipped %s %s target=%s", where, counts, into is not None)
             return
         try:
-            found, missing = unfurls.unfurls_for(links, self.services.store.thread_view())
+            found = unfurls.unfurls_for(links, self.services.store.thread_view())
         except StoreError as exc:
             log.error("event=unfurl_failed stage=archive %s error=%r", where, _one_line(exc))
             return
-        if not found:
-            log.info("event=unfurl_skipped %s %s not_archived=%d", where, counts, missing)
+        if not found.unfurls:
+            log.info("event=unfurl_skipped %s %s not_archived=%d", where, counts, found.missing)
             return
         try:
-            client.chat_unfurl(**into, unfurls=found)
+            unfurls.send(client, into, found)
         except SlackApiError as exc:
             error = str(exc.response.get("error") or "unknown_error") if exc.response is not None else "?"
             log.warning("event=unfurl_failed stage=slack %s error=%s", where, error[:60])
@@ -400,7 +402,12 @@ class _Listeners:
         except TRANSPORT_ERRORS as exc:
             log.warning("event=unfurl_failed stage=slack %s error=%s", where, type(exc).__name__)
             return
-        log.info("event=unfurled %s %s unfurled=%d not_archived=%d", where, counts, len(found), missing)
+        log.info("event=unfurled %s %s unfurled=%d not_archived=%d", where, counts, len(found.unfurls),
+                 found.missing)
+
+    def entity_details(self, event: dict[str, Any], context: BoltContext, client: WebClient) -> None:
+        """A paper card opened (a Work Object): its flexpane (`bot.flexpane`; one log line)."""
+        flexpane.present(event, _team(context), self.for_request(client), client)
 
     # App Home ---------------------------------------------------------------------------------------
 

@@ -24,8 +24,9 @@ cannot be reconciled. Slack errors, by kind:
       is_archived, not_in_channel
     invalid_auth, token_revoked, `WorkspaceDown`: the caller disables the workspace; its remaining rows fail
       account_inactive
-    invalid_blocks,              posted once more as text only
-      msg_blocks_too_long
+    invalid_blocks,              posted once more as text only (the event metadata without the paper
+      msg_blocks_too_long,       card's entity)
+      invalid_metadata_*
     anything else                that row fails; later rows go on
 
 A row claimed `MAX_ATTEMPTS` times without success fails for good, so no failure blocks a channel forever.
@@ -42,7 +43,7 @@ from typing import Any
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from bot import blocks
+from bot import blocks, entities
 from bot.models import Delivery, DeliveryBatch, Item
 from bot.reconcile import find_posted
 from bot.slackweb import (
@@ -127,9 +128,10 @@ class Job:
         assert self.row is not None and self.item is not None
         if text_only:
             message = blocks.item_text(self.item)
-        else:
+        else:  # with the item's paper card (a Work Object) beside the event metadata
             build = blocks.follow_message if self.row.to_person else blocks.item_message
             message = build(self.item, self.row.matched)
+            message["metadata"] = entities.with_papers(message["metadata"], [self.item])
         if self.thread_ts is not None:
             message["thread_ts"] = self.thread_ts
         return message

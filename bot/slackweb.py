@@ -36,8 +36,13 @@ WORKSPACE_ERRORS = frozenset({
     "invalid_auth", "token_revoked", "account_inactive", "not_authed", "token_expired", "team_not_found",
     "missing_scope", "ekm_access_denied",
 })
-# Slack refused the blocks: post once more as text only
-BLOCKS_ERRORS = frozenset({"invalid_blocks", "invalid_blocks_format", "msg_blocks_too_long"})
+# Slack refused a message's metadata (chat.postMessage's errors, and entity.presentDetails' invalid_metadata):
+# a post's Work Object entities (bot.entities) are dropped and the event metadata kept
+METADATA_ERRORS = frozenset({"invalid_metadata", "invalid_metadata_format", "invalid_metadata_schema",
+                             "metadata_too_large"})
+# Slack refused the blocks, or the metadata: post once more as text only, with the event metadata alone
+BLOCKS_ERRORS = frozenset({"invalid_blocks", "invalid_blocks_format", "msg_blocks_too_long",
+                           *METADATA_ERRORS})
 # the post may or may not have landed
 UNKNOWN_FATE_ERRORS = frozenset({"internal_error", "fatal_error"})
 # the post did not land; try again later

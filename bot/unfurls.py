@@ -1,9 +1,9 @@
 """Links to machinelearning.apple.com shared in Slack, unfurled from the archive (`link_shared` ->
 `chat.unfurl`).
 
-    links = apple_links(event)                    # our site's links: canonical, distinct, at most MAX_LINKS
-    unfurls, missing = unfurls_for(links, store)  # {url as posted: {"blocks": [...]}} for the archived ones
-    client.chat_unfurl(**target(event), unfurls=unfurls)
+    links = apple_links(event)                      # our site's links: canonical, distinct, at most MAX_LINKS
+    found = unfurls_for(links, store)               # the archived ones: Block Kit unfurls and paper cards
+    send(client, target(event), found)              # chat.unfurl with `unfurls` and `metadata` (entities)
 
 Only `SITE_HOST` is read: a link to any other host (whatever the event's `domain` says) is left alone, and
 so is one that is not a plain http(s) URL. Links are matched by their canonical form (`feed.canonical_link`:
@@ -11,22 +11,22 @@ https, lower-case host, no trailing slash, fragment or tracking parameters), as 
 (`Store.item_by_link`); a link given twice in two spellings is unfurled once. An event lists at most
 MAX_LINKS of our links (Slack's own cap is about as small; an event of 20 is looked up 5 times, not 20).
 
-What an unfurl shows: the title (linked), kind · date · authors, the abstract's first sentences (quoted as
-written, cut at ABSTRACT_CHARS), and the **Save** and **Related** buttons of every item message (the same
-action ids, so the same listeners answer them). All of it is feed text: escaped and `verbatim`, it can never
-mention, link or ping.
+What an unfurl shows, in two forms sent together in one chat.unfurl:
+- a Work Object (`metadata.entities`, `bot.entities.paper`): a paper card (title, Paper/Update, authors,
+  date, the abstract's start) whose click opens the flexpane (`bot.flexpane`), where the workspace has Work
+  Object Previews switched on for the app;
+- the Block Kit unfurl (`unfurls`), everywhere else: the title (linked), kind · date · authors, the
+  abstract's first sentences (quoted as written, cut at ABSTRACT_CHARS), and the **Save** and **Related**
+  buttons of every item message (the same action ids, so the same listeners answer them; the card's actions
+  carry them too). All of it is feed text: escaped and `verbatim`, it can never mention, link or ping.
+Slack documents chat.unfurl's `metadata` as optional beside `unfurls` ("either unfurls or metadata must be
+provided"); a call Slack refuses for its metadata is sent once more with `unfurls` alone (`send`).
 
-Two decisions the issue left open:
-- A link the archive does not hold is left to Slack's own preview. The research index is one 20 MiB page
-  listing every post; reading it for each unknown link would let anyone who pastes links make the bot
-  download it again and again, and the archive already holds every post once `backfill` has run (the poller
-  adds new ones every POLL_INTERVAL, and enriches them from that same index). A post published since the last
-  poll is unfurled from the next poll on.
-- Block Kit, not Work Objects. A Work Object unfurl needs "Work Object Previews" switched on in the app's
-  settings, one of Slack's entity types (file, task, incident, content item), its own action buttons
-  (answered through `entity.*` methods, not `block_actions`) and a flexpane answered on
-  `entity_details_requested`; Block Kit unfurls work in every workspace and client, and reuse our blocks and
-  the Save / Related listeners as they are.
+A link the archive does not hold is left to Slack's own preview. The research index is one 20 MiB page
+listing every post; reading it for each unknown link would let anyone who pastes links make the bot download
+it again and again, and the archive already holds every post once `backfill` has run (the poller adds new
+ones every POLL_INTERVAL, and enriches them from that same index). A post published since the last poll is
+unfurled from the next poll on.
 """
 
 from __future__ import annotations
@@ -35,17 +35,19 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
+
 from bot import views
-from bot.blocks import cut, escape, item_actions, snippet
+from bot.blocks import escape, item_actions
+from bot.entities import ABSTRACT_CHARS, abstract_start, unfurl_metadata
 from bot.feed import canonical_link
 from bot.models import Item
+from bot.slackweb import METADATA_ERRORS, error_code
 from bot.store import Store
-from bot.summarize import sentences
 
 SITE_HOST = "machinelearning.apple.com"
 MAX_LINKS = 5
-ABSTRACT_CHARS = 400
-ABSTRACT_SENTENCES = 2
 MAX_URL_CHARS = 2000
 EVENT_ID_CHARS = 100  # of a message ts, unfurl id, source or channel id passed back to Slack
 
@@ -60,6 +62,15 @@ class Links:
     over_cap: int  # our links beyond MAX_LINKS (distinct ones)
 
 
+@dataclass(frozen=True)
+class Found:
+    """What the archive holds of an event's links, ready for chat.unfurl."""
+
+    unfurls: dict[str, dict[str, Any]]  # {URL as posted: {"blocks": [...]}}
+    metadata: dict[str, Any] | None  # {"entities": [a paper card per URL]}, or None
+    missing: int  # links the archive does not hold
+
+
 def apple_links(event: dict[str, Any], limit: int = MAX_LINKS) -> Links:
     """The event's links to SITE_HOST, canonical and distinct, at most `limit` of them."""
     raw = event.get("links")
@@ -69,7 +80,7 @@ def apple_links(event: dict[str, Any], limit: int = MAX_LINKS) -> Links:
     other = over = 0
     for link in listed:
         url = link.get("url") if isinstance(link, dict) else None
-        canonical = _ours(url) if isinstance(url, str) else None
+        canonical = our_link(url) if isinstance(url, str) else None
         if canonical is None:
             other += 1
             continue
@@ -83,7 +94,8 @@ def apple_links(event: dict[str, Any], limit: int = MAX_LINKS) -> Links:
     return Links(tuple(wanted), len(listed), other, over)
 
 
-def _ours(url: str) -> str | None:
+def our_link(url: str) -> str | None:
+    """The canonical form of a link to SITE_HOST, or None (another host, not a plain web URL, too long)."""
     if len(url) > MAX_URL_CHARS:
         return None
     try:
@@ -95,9 +107,10 @@ def _ours(url: str) -> str | None:
     return canonical_link(url)
 
 
-def unfurls_for(links: Links, store: Store) -> tuple[dict[str, dict[str, Any]], int]:
-    """({URL as posted: its unfurl}, how many of the links the archive does not hold)."""
+def unfurls_for(links: Links, store: Store) -> Found:
+    """The unfurls (Block Kit, and a paper card each) of the links the archive holds."""
     found: dict[str, dict[str, Any]] = {}
+    held: list[tuple[str, Item]] = []
     missing = 0
     for url, canonical in links.wanted:
         item = store.item_by_link(canonical)
@@ -105,28 +118,26 @@ def unfurls_for(links: Links, store: Store) -> tuple[dict[str, dict[str, Any]], 
             missing += 1
             continue
         found[url] = {"blocks": unfurl_blocks(item)}
-    return found, missing
+        held.append((url, item))
+    return Found(found, unfurl_metadata(held), missing)
+
+
+def send(client: WebClient, into: dict[str, Any], found: Found) -> None:
+    """chat.unfurl with both forms; refused for its metadata (METADATA_ERRORS), once more with the Block Kit
+    unfurls alone. Raises SlackApiError (or a transport error) as chat.unfurl does."""
+    try:
+        client.chat_unfurl(**into, unfurls=found.unfurls, metadata=found.metadata)
+    except SlackApiError as exc:
+        if found.metadata is None or error_code(exc)[0] not in METADATA_ERRORS:
+            raise
+        client.chat_unfurl(**into, unfurls=found.unfurls)
 
 
 def unfurl_blocks(item: Item) -> list[dict[str, Any]]:
     """An item as an unfurl: title link, kind · date · authors, the abstract's first sentences, Save and
     Related (the link itself is the message, so no Read button)."""
-    return [*views.item_blocks(item, escape(abstract_start(item.summary))),
+    return [*views.item_blocks(item, escape(abstract_start(item.summary, ABSTRACT_CHARS))),
             item_actions(item, read=False).to_dict()]
-
-
-def abstract_start(text: str, limit: int = ABSTRACT_CHARS) -> str:
-    """The abstract's first sentences as written (plain text, not escaped), at most `limit` characters; the
-    start of the text when it holds no complete sentence."""
-    found = sentences(text)[:ABSTRACT_SENTENCES]
-    if not found:
-        return snippet(text, limit) if text.strip() else ""
-    shown = found[0]
-    for more in found[1:]:
-        if len(shown) + 1 + len(more) > limit:
-            break
-        shown = f"{shown} {more}"
-    return cut(shown, limit)
 
 
 def target(event: dict[str, Any]) -> dict[str, Any] | None:

@@ -448,7 +448,8 @@ def test_manifest_matches_the_app() -> None:
     assert set(settings["event_subscriptions"]["bot_events"]) == {
         "app_home_opened", "app_uninstalled", "tokens_revoked", "channel_archive", "channel_deleted",
         "group_archive", "group_deleted", "channel_left", "group_left", "member_left_channel",
-        "app_mention", "message.im", "app_context_changed", "agent_session_stopped", "link_shared"}
+        "app_mention", "message.im", "app_context_changed", "agent_session_stopped", "link_shared",
+        "entity_details_requested"}
     assert {"links:read", "links:write"} <= scopes
     assert manifest["features"]["unfurl_domains"] == ["machinelearning.apple.com"]
     assert manifest["features"]["app_home"]["messages_tab_enabled"] is True

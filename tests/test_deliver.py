@@ -98,7 +98,9 @@ def test_the_post_is_block_kit_with_fallback_text_metadata_and_no_unfurls(
     [call] = slack_api.calls_to("chat.postMessage")
     assert call.token == "xoxb-test"
     assert call.params["unfurl_links"] is False and call.params["unfurl_media"] is False
-    assert call.params["metadata"] == {"event_type": "mlresearch_item", "event_payload": {"item_id": item.id}}
+    metadata = call.params["metadata"]  # the contract's event, and the paper's card (tests/test_entities.py)
+    assert (metadata["event_type"], metadata["event_payload"]) == ("mlresearch_item", {"item_id": item.id})
+    assert [card["url"] for card in metadata["entities"]] == [item.link]
     assert item.link in call.params["text"] and item.title in call.params["text"]
     assert call.params["blocks"] == blocks.item_message(item)["blocks"]
 

@@ -135,7 +135,9 @@ def test_a_matching_new_item_sends_one_dm_with_why_and_metadata(store: Store, sl
     report = deliverer(slack_api)(store)
     assert (report.delivered, report.failed) == (2, 0)
     [dm] = dms(slack_api, ALICE)
-    assert dm["metadata"] == {"event_type": "mlresearch_item", "event_payload": {"item_id": SPEECH.id}}
+    event = {k: dm["metadata"][k] for k in ("event_type", "event_payload")}
+    assert event == {"event_type": "mlresearch_item", "event_payload": {"item_id": SPEECH.id}}
+    assert [card["external_ref"] for card in dm["metadata"]["entities"]] == [{"id": SPEECH.id}]  # its card
     assert dm["params"]["unfurl_links"] is False and dm["params"]["parse"] == "none"
     why = dm["blocks"][-1]["elements"][0]["text"]
     assert why.startswith("You follow `federated`, `speech`")  # both keywords, one message

@@ -21,8 +21,14 @@ with each chunk's markdown text in `streamed`, and stopStream adds its blocks an
 lists what each call carried; outside a DM startStream needs recipient_user_id and recipient_team_id, as Slack
 documents), chat.update (a bot message's text, blocks, metadata), chat.postEphemeral
 (kept in `ephemerals`), chat.unfurl (kept in `unfurls`: channel and ts, or unfurl_id and source, are
-required, as is an `unfurls` object). `feedback_click(...)` builds the block_actions payload of a feedback
-button. Add more with
+required, and an `unfurls` object or a `metadata` with `entities`, or both), entity.presentDetails (kept in
+`presented`: a `trigger_id`, and a flexpane `metadata` (one entity) or an `error` with a documented status).
+Work Object entities (docs.slack.dev/messaging/work-objects-implementation), in chat.postMessage's and
+chat.unfurl's `metadata.entities` and as entity.presentDetails' `metadata`, must have what Slack requires:
+a known `entity_type`, `url`, `external_ref.id`, `entity_payload.attributes.title.text` (and, for an
+unfurl, `app_unfurl_url`); otherwise the call is answered `invalid_metadata_schema` (a post),
+`invalid_metadata` (an unfurl, a flexpane), as Slack's method pages name them. `feedback_click(...)` builds
+the block_actions payload of a feedback button. Add more with
 `slack.handlers["views.publish"] = fn` (fn(call) -> the JSON answer); a post is by BOT_USER/BOT_ID (what
 auth.test says), or by the bot `slack.bots[token]` names; every request, handled or not, is in
 `slack.calls`. Faults are scripted per method and channel: an HTTP status (429 with Retry-After, 500...),
@@ -44,7 +50,12 @@ from urllib.parse import parse_qsl, urlsplit
 
 from tests.fakes.loopback import Loopback
 
-JSON_FIELDS = ("blocks", "attachments", "metadata", "view")
+JSON_FIELDS = ("blocks", "attachments", "metadata", "view", "unfurls", "error")
+ENTITY_TYPES = frozenset({"slack#/entities/task", "slack#/entities/file", "slack#/entities/item",
+                          "slack#/entities/incident", "slack#/entities/content_item"})
+# entity.presentDetails' `error.status` (docs.slack.dev/reference/methods/entity.presentDetails)
+FLEXPANE_ERRORS = frozenset({"restricted", "internal_error", "not_found", "custom", "custom_partial_view",
+                             "timeout", "edit_error"})
 TEAM_ID = "T0FAKE"
 BOT_USER = "UFAKEBOT"
 BOT_ID = "BFAKEBOT"
@@ -111,6 +122,7 @@ class FakeSlack(Loopback):
         self.channels: dict[str, dict[str, Any] | None] = {}  # conversations.info: fields, or None: none
         self.unfurls: list[dict[str, Any]] = []  # what chat.unfurl was given, in order
         self.sessions: dict[tuple[str, str], dict[str, Any]] = {}  # agents.sessions.setStatus, by thread
+        self.presented: list[dict[str, Any]] = []  # what entity.presentDetails was given, in order
         self.bots: dict[str, tuple[str, str]] = {}  # token -> (bot user, bot id) of its posts
         self.handlers: dict[str, Handler] = {
             "auth.test": self._auth_test,
@@ -123,6 +135,7 @@ class FakeSlack(Loopback):
             "users.info": self._users_info,
             "conversations.replies": self._replies,
             "chat.unfurl": self._unfurl,
+            "entity.presentDetails": self._present_details,
             "assistant.threads.setStatus": self._ok,
             "assistant.threads.setSuggestedPrompts": self._ok,
             "assistant.threads.setTitle": self._ok,
@@ -268,6 +281,8 @@ class FakeSlack(Loopback):
             return {"ok": False, "error": "channel_not_found"}
         if not call.params.get("text") and not call.params.get("blocks"):
             return {"ok": False, "error": "no_text"}
+        if not _entities_ok(call.params.get("metadata"), unfurl=False):
+            return {"ok": False, "error": "invalid_metadata_schema"}
         with self._cond:
             message = {
                 "type": "message", "ts": self._next_ts(), "channel": channel,
@@ -324,10 +339,32 @@ class FakeSlack(Loopback):
         p = call.params
         if not ((p.get("channel") and p.get("ts")) or (p.get("unfurl_id") and p.get("source"))):
             return {"ok": False, "error": "invalid_arguments"}
-        if not isinstance(p.get("unfurls"), dict) or not p["unfurls"]:
+        metadata = p.get("metadata")
+        if "unfurls" in p and (not isinstance(p["unfurls"], dict) or not p["unfurls"]):
             return {"ok": False, "error": "invalid_unfurls_format"}
+        if "unfurls" not in p and metadata is None:  # "Either unfurls or metadata must be provided"
+            return {"ok": False, "error": "missing_unfurls"}
+        if metadata is not None and (not isinstance(metadata, dict) or not metadata.get("entities")
+                                     or not _entities_ok(metadata, unfurl=True)):
+            return {"ok": False, "error": "invalid_metadata"}
         with self._cond:
             self.unfurls.append(dict(p))
+        return {"ok": True}
+
+    def _present_details(self, call: Call) -> dict[str, Any]:
+        p = call.params
+        if not isinstance(p.get("trigger_id"), str) or not p["trigger_id"]:
+            return {"ok": False, "error": "invalid_trigger_id"}
+        metadata, error = p.get("metadata"), p.get("error")
+        if metadata is not None and (not isinstance(metadata, dict) or "entities" in metadata
+                                     or "app_unfurl_url" in metadata or not _entity_ok(metadata)):
+            return {"ok": False, "error": "invalid_metadata"}  # one entity, without the unfurl's URL
+        if error is not None and (not isinstance(error, dict) or error.get("status") not in FLEXPANE_ERRORS):
+            return {"ok": False, "error": "invalid_arguments"}
+        if p.get("user_auth_required") in (True, 1, "1", "true") and not p.get("user_auth_url"):
+            return {"ok": False, "error": "user_auth_url_missing"}
+        with self._cond:
+            self.presented.append(dict(p))
         return {"ok": True}
 
     def _ok(self, call: Call) -> dict[str, Any]:
@@ -485,6 +522,26 @@ def _add_chunks(message: dict[str, Any], params: dict[str, Any]) -> None:
     for chunk in chunks:  # task progress: each task's latest state, by id, in the order first seen
         if isinstance(chunk, dict) and chunk.get("type") == "task_update" and chunk.get("id"):
             message.setdefault("tasks", {})[str(chunk["id"])] = dict(chunk)
+
+
+def _entities_ok(metadata: Any, *, unfurl: bool) -> bool:
+    """Whether a message's metadata holds no entities, or well-formed ones (an unfurl's name its URL)."""
+    if not isinstance(metadata, dict) or "entities" not in metadata:
+        return True
+    entities = metadata["entities"]
+    return isinstance(entities, list) and all(
+        _entity_ok(e) and (not unfurl or isinstance(e.get("app_unfurl_url"), str)) for e in entities)
+
+
+def _entity_ok(entity: Any) -> bool:
+    """What Slack requires of a Work Object entity: its type, URL, external reference and title."""
+    if not isinstance(entity, dict) or entity.get("entity_type") not in ENTITY_TYPES:
+        return False
+    ref, payload = entity.get("external_ref"), entity.get("entity_payload")
+    attributes = payload.get("attributes") if isinstance(payload, dict) else None
+    title = attributes.get("title") if isinstance(attributes, dict) else None
+    return (isinstance(entity.get("url"), str) and isinstance(ref, dict) and isinstance(ref.get("id"), str)
+            and isinstance(title, dict) and isinstance(title.get("text"), str))
 
 
 def _not_streaming(message: dict[str, Any] | None) -> str:
