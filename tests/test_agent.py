@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -335,6 +336,26 @@ def test_a_written_answer_streams_sentences_that_cite_and_ends_with_the_cited_it
     assert "only claims the items support" in system and "End every sentence with the numbers" in system
     dropped = [r.getMessage() for r in caplog.records if "written_sentence_dropped" in r.getMessage()]
     assert len(dropped) == 2
+
+
+def test_a_streamed_sentence_citing_a_number_outside_the_listed_items_is_dropped(
+    store: Store, slack_api: FakeSlack
+) -> None:
+    """Two items are listed, numbered 1 and 2: a sentence citing [0], or [3] (one past the last), is dropped,
+    alone or beside a good citation; those citing [1] and [2] stay."""
+    text = ("Large speech models are trained on servers [1]. Zero is no item [0]. Three is one past the last "
+            "[3]. Half right is still wrong [2][3]. Zero beside one [0, 1]. Both aim at speech recognition "
+            "[1, 2].")
+    with FakeOpenAI(text, chunk_chars=7) as api, \
+            running(store, slack_api, summary_api_url=api.url, summary_api_key="k") as bot:
+        dm(bot, "what has Apple published on speech recognition this year?")
+        bot.drain()
+        (message,) = slack_api.streamed("D0ALICE")
+    markdown = message["markdown"]
+    assert "trained on servers [1]." in markdown and "Both aim at speech recognition [1][2]." in markdown
+    for dropped in ("Zero", "Three", "Half right", "[0]", "[3]"):
+        assert dropped not in markdown
+    assert len(re.findall(r"<https://machinelearning\.apple\.com/research/", dumped(message))) == 2
 
 
 def test_a_stream_slack_refuses_falls_back_to_posting_the_finished_answer_once(
