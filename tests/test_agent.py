@@ -431,6 +431,31 @@ def test_a_vote_is_acked_at_once_stored_once_and_thanked_ephemerally(bot: Bot, s
     assert thanks[0]["user"] == "U0ALICE"
 
 
+def test_two_people_vote_on_one_answer_and_each_ones_last_vote_counts(
+    bot: Bot, store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An answer in a channel, voted on by Alice and Bob, each changing their mind once: both votes are
+    kept, each person's last one, and neither person's vote changes the other's."""
+    asked = bot.mention("diffusion")
+    bot.drain()
+    (reply,) = bot.answers("C0TALK")
+    with caplog.at_level(logging.INFO, logger="bot"):
+        for user, vote in (("U0ALICE", "up"), ("U0BOB", "down"), ("U0ALICE", "down"), ("U0BOB", "down"),
+                           ("U0BOB", "up")):
+            status, _ = click(bot, feedback_click("C0TALK", reply["ts"], vote, user=user,
+                                                  thread_ts=asked["ts"]))
+            assert status == 200
+            bot.drain()
+    votes = {v.user_id: v for v in store.feedback_since()}
+    assert {user: v.vote for user, v in votes.items()} == {"U0ALICE": "down", "U0BOB": "up"}
+    assert all(v.message_ts == reply["ts"] and v.channel_id == "C0TALK" for v in votes.values())
+    assert all(json.loads(v.understood)["words"] == ["diffusion"] for v in votes.values())
+    outcomes = [r.getMessage().split("outcome=")[1].split()[0] for r in caplog.records
+                if "event=feedback " in r.getMessage()]
+    assert outcomes == ["stored", "stored", "changed", "same", "changed"]
+    assert [e["user"] for e in slack_api_ephemerals(bot)] == ["U0ALICE", "U0BOB", "U0ALICE", "U0BOB", "U0BOB"]
+
+
 def test_a_vote_on_a_message_that_is_not_an_answer_stores_nothing(
     bot: Bot, store: Store, caplog: pytest.LogCaptureFixture
 ) -> None:
