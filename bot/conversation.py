@@ -56,7 +56,7 @@ TEXT_LIMIT = 3000
 HELP = (
     "Ask me about Apple's machine learning research in plain words, e.g. “what's new in speech recognition "
     "this year?”, “summarize diffusion models” or “latest 5”; reply in the thread to follow up (“and "
-    "on-device?”). Everything else: `/mlresearch help`."
+    "on diffusion?”, “only the on-device ones”). Everything else: `/mlresearch help`."
 )
 PROMPTS = (
     ("What's new?", "What's new in Apple's machine learning research?"),
@@ -265,7 +265,8 @@ def reply_for(understood: Understood, q: Question, services: Services) -> tuple[
                      shown=understood.count if understood.action == "search" else None)
     reply = commands.converse(inv, services)
     said = understood.describe(reply.searched_for)  # "Searched for “speech recognition” (you typed …)"
-    hint = " Reply in this thread to narrow it down (“and on-device?”) or change it (“what about vision?”)."
+    hint = (" Reply in this thread to narrow it down (“only the on-device ones”) or ask about something "
+            "else (“and on vision?”).")
     blocks = [views.context(said + hint), *reply.blocks][:MAX_BLOCKS]
     return cut(f"{said} {reply.text}", TEXT_LIMIT), blocks
 

@@ -11,7 +11,7 @@ Slack credentials are needed.
 A line that is not a command (its first word is none of `/mlresearch`'s, and it does not start with
 `/mlresearch`) is a question, answered as a direct message would be: `bot.ask.understand`, then
 `bot.conversation.reply_for` (the same reply, headed by what was understood), rendered as text. The session
-is one thread: a follow-up ("and on-device?") builds on the question before it.
+is one thread: a follow-up ("and on vision?", "only the on-device ones") builds on the question before it.
 
 The archive is created by the first write (a poll, a subscribe), never by starting the shell or reading: on a
 fresh clone with POLL_INTERVAL=0 the banner says the archive is empty and `poll` fills it. With polling on and

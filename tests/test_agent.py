@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -337,6 +338,26 @@ def test_a_written_answer_streams_sentences_that_cite_and_ends_with_the_cited_it
     assert len(dropped) == 2
 
 
+def test_a_streamed_sentence_citing_a_number_outside_the_listed_items_is_dropped(
+    store: Store, slack_api: FakeSlack
+) -> None:
+    """Two items are listed, numbered 1 and 2: a sentence citing [0], or [3] (one past the last), is dropped,
+    alone or beside a good citation; those citing [1] and [2] stay."""
+    text = ("Large speech models are trained on servers [1]. Zero is no item [0]. Three is one past the last "
+            "[3]. Half right is still wrong [2][3]. Zero beside one [0, 1]. Both aim at speech recognition "
+            "[1, 2].")
+    with FakeOpenAI(text, chunk_chars=7) as api, \
+            running(store, slack_api, summary_api_url=api.url, summary_api_key="k") as bot:
+        dm(bot, "what has Apple published on speech recognition this year?")
+        bot.drain()
+        (message,) = slack_api.streamed("D0ALICE")
+    markdown = message["markdown"]
+    assert "trained on servers [1]." in markdown and "Both aim at speech recognition [1][2]." in markdown
+    for dropped in ("Zero", "Three", "Half right", "[0]", "[3]"):
+        assert dropped not in markdown
+    assert len(re.findall(r"<https://machinelearning\.apple\.com/research/", dumped(message))) == 2
+
+
 def test_a_stream_slack_refuses_falls_back_to_posting_the_finished_answer_once(
     store: Store, slack_api: FakeSlack, model: FakeOpenAI
 ) -> None:
@@ -408,6 +429,31 @@ def test_a_vote_is_acked_at_once_stored_once_and_thanked_ephemerally(bot: Bot, s
     thanks = slack_api_ephemerals(bot)
     assert len(thanks) == 2 and "Thanks" in thanks[0]["text"] and thanks[0]["thread_ts"] == asked["ts"]
     assert thanks[0]["user"] == "U0ALICE"
+
+
+def test_two_people_vote_on_one_answer_and_each_ones_last_vote_counts(
+    bot: Bot, store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An answer in a channel, voted on by Alice and Bob, each changing their mind once: both votes are
+    kept, each person's last one, and neither person's vote changes the other's."""
+    asked = bot.mention("diffusion")
+    bot.drain()
+    (reply,) = bot.answers("C0TALK")
+    with caplog.at_level(logging.INFO, logger="bot"):
+        for user, vote in (("U0ALICE", "up"), ("U0BOB", "down"), ("U0ALICE", "down"), ("U0BOB", "down"),
+                           ("U0BOB", "up")):
+            status, _ = click(bot, feedback_click("C0TALK", reply["ts"], vote, user=user,
+                                                  thread_ts=asked["ts"]))
+            assert status == 200
+            bot.drain()
+    votes = {v.user_id: v for v in store.feedback_since()}
+    assert {user: v.vote for user, v in votes.items()} == {"U0ALICE": "down", "U0BOB": "up"}
+    assert all(v.message_ts == reply["ts"] and v.channel_id == "C0TALK" for v in votes.values())
+    assert all(json.loads(v.understood)["words"] == ["diffusion"] for v in votes.values())
+    outcomes = [r.getMessage().split("outcome=")[1].split()[0] for r in caplog.records
+                if "event=feedback " in r.getMessage()]
+    assert outcomes == ["stored", "stored", "changed", "same", "changed"]
+    assert [e["user"] for e in slack_api_ephemerals(bot)] == ["U0ALICE", "U0BOB", "U0ALICE", "U0BOB", "U0BOB"]
 
 
 def test_a_vote_on_a_message_that_is_not_an_answer_stores_nothing(

@@ -143,7 +143,7 @@ def test_settings_subcommands_are_left_to_the_slash_command(text: str, word: str
 
 def test_a_follow_up_keeps_the_topic_and_its_dates() -> None:
     first = ask("what has Apple published on speech recognition this year?")
-    said = ask("and on-device?", first)
+    said = ask("only the on-device ones", first)
     assert said.followup
     assert said.command() == 'search speech recognition "on-device" since:2026-01-01'
     assert "keeping this thread's topic" in said.describe()
@@ -173,11 +173,67 @@ def test_a_follow_up_that_replaces_the_topic_says_so() -> None:
     assert said.followup and said.replaced
     assert said.describe() == \
         "Searched for “vision” published since 2026-01-01 (“this year”), in place of this thread's topic."
-    assert not ask("and on-device?", first).replaced
+    assert not ask("just on-device", first).replaced
     assert not ask("what about it?", first).replaced  # no new words: the same topic again
     newest = ask("what about the newest ones?", first)  # "ones", like "it", is no topic
     assert newest.command() == "search speech recognition since:2026-01-01" and not newest.replaced
     assert ask("which items mention privacy?").words == ("privacy",)
+
+
+ZEBRAFINCH = "what has apple published on zebrafinch song?"
+
+
+@pytest.mark.parametrize("text", [
+    "and on diffusion?", "And on diffusion?", "what about diffusion?", "how about diffusion?",
+    "and what about diffusion?", "ok, how about diffusion", "what of diffusion?", "same for diffusion",
+    "also diffusion?", "and diffusion?", "and about diffusion?",
+])
+def test_and_on_x_asks_about_x_in_place_of_the_threads_topic(text: str) -> None:
+    """ "and on diffusion?" after the zebrafinch question searched "zebrafinch song diffusion" (until
+    2026-12-06): a person saying it asks what was published on diffusion."""
+    said = ask(text, ask(ZEBRAFINCH))
+    assert said.command() == "search diffusion"
+    assert said.followup and said.replaced
+    assert said.describe() == "Searched for “diffusion”, in place of this thread's topic."
+
+
+@pytest.mark.parametrize("text", [
+    "only the diffusion ones", "just diffusion", "of those, which are about diffusion?",
+    "which of those are about diffusion?", "which of these mention diffusion?",
+    "and only the diffusion ones?", "among them, any on diffusion?", "those about diffusion",
+    "narrow it down to diffusion", "but just diffusion", "Only diffusion",
+])
+def test_only_the_x_ones_narrows_the_threads_topic(text: str) -> None:
+    said = ask(text, ask(ZEBRAFINCH))
+    assert said.command() == "search zebrafinch song diffusion"
+    assert said.followup and not said.replaced
+    assert said.describe() == "Searched for “zebrafinch song diffusion”, keeping this thread's topic."
+
+
+def test_a_follow_up_keeps_the_kind_of_question_whichever_way_it_goes() -> None:
+    """A summary stays a summary and the thread's dates stay (a thread about "this year" asks "and on
+    diffusion?" of this year too), unless the follow-up names new ones or says "ever"; a `type:` filter is
+    the question's kind too, and a filter alone narrows."""
+    summary = ask("summarize zebrafinch song this year")
+    assert ask("and on diffusion?", summary).command() == "summarize diffusion since:2026-01-01"
+    assert ask("only the diffusion ones", summary).command() == \
+        "summarize zebrafinch song diffusion since:2026-01-01"
+    assert ask("what about diffusion last year?", summary).command() == \
+        "summarize diffusion since:2025-01-01 until:2025-12-31"
+    ever = ask("and on diffusion, ever?", summary)
+    assert ever.command() == "summarize diffusion" and ever.when == "" and ever.replaced
+    assert ask("any time?", summary).command() == "summarize zebrafinch song"  # the topic again, undated
+    assert ask("has Apple ever published on privacy?").command() == "search privacy"  # "ever" is no word
+    assert ask("any time series work?").command() == "search time series"  # "any time" only at the end
+    papers = ask("what has apple published on zebrafinch song type:paper")
+    assert ask("and on diffusion?", papers).command() == "search type:paper diffusion"
+    assert ask("what about diffusion type:update?", papers).command() == "search type:update diffusion"
+    typed = ask("and type:paper?", ask(ZEBRAFINCH))
+    assert typed.command() == "search zebrafinch song type:paper" and not typed.replaced
+    again = ask("and?", ask("what about diffusion?", ask(ZEBRAFINCH)))
+    assert again.command() == "search diffusion" and not again.replaced  # the same question, not a change
+    updates = ask("the latest updates")
+    assert ask("and on speech?", updates).command() == "search type:update speech"  # updates on speech
 
 
 @pytest.mark.parametrize(("text", "words"), [
@@ -217,7 +273,7 @@ def test_a_long_question_is_cut_to_what_search_takes_and_says_so() -> None:
 
 def test_a_follow_up_that_overflows_keeps_the_new_words() -> None:
     first = ask(" ".join(f"old{i}" for i in range(15)))
-    said = ask("and newer words", first)
+    said = ask("only the newer words", first)  # narrowing: the older words go first
     assert said.words[-2:] == ("newer", "words") and said.cut
 
 

@@ -263,14 +263,37 @@ def test_a_filtered_search_that_finds_nothing_says_to_drop_the_filter(cwd):
     assert run(cwd, "search", "zzqqxx").stdout.rstrip().endswith("or check the spelling")
 
 
-@pytest.mark.parametrize("query", ["AND(", '"', "NEAR/3 *", "-", "🙂", "title:x"])
-def test_fts_syntax_never_escapes_the_cli(cwd, query):
+NO_WORDS = "Type some words to search for, for example: search image captioning"
+
+
+@pytest.mark.parametrize(("query", "said"), [
+    ("AND(", "Those are all common words"), ('"', NO_WORDS), ("NEAR/3 *", []), ("-", NO_WORDS),
+    ("🙂", NO_WORDS), ("title:x", []),
+])
+def test_fts_syntax_never_escapes_the_cli(cwd, query, said):
+    """Search syntax of other engines is words here: alone, it is a one-line usage error (exit 2) or words
+    no item holds (an empty list, exit 0), never an operator, a field or a traceback."""
     run(cwd, "poll", FEED_URL=str(RSS_PATH))
     proc = run(cwd, "search", "--json", "--", query)
-    assert "Traceback" not in proc.stderr
-    assert proc.returncode in (0, 2)
-    if proc.returncode == 0:
-        assert isinstance(json.loads(proc.stdout), list)
+    if isinstance(said, str):
+        assert_one_line_error(proc, 2, said)
+        assert proc.stderr.startswith("mlresearch-bot: ") and proc.stdout == ""
+    else:
+        assert proc.returncode == 0 and proc.stderr == "" and json.loads(proc.stdout) == said
+
+
+def test_fts_syntax_around_a_word_finds_what_the_word_finds(cwd):
+    """Operators, fields, boosts and brackets typed around "captioning" change nothing: each finds the
+    captioning paper, as the word alone does."""
+    run(cwd, "poll", FEED_URL=str(RSS_PATH))
+    alone = run(cwd, "search", "--json", "captioning")
+    links = [hit["link"] for hit in json.loads(alone.stdout)]
+    assert links == ["https://machinelearning.apple.com/research/balcaprl-mllm-image-captioning"]
+    for query in ("captioning AND(", '"captioning', "captioning NEAR/3 *", "title:captioning", "captioning^2",
+                  "{captioning}", "captioning)", "captioning 🙂", "(captioning OR)"):
+        proc = run(cwd, "search", "--json", "--", query)
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, (query, proc.stderr)
+        assert [hit["link"] for hit in json.loads(proc.stdout)] == links, query
 
 
 @pytest.mark.parametrize(

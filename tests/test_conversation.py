@@ -7,6 +7,7 @@ so a test can assert that something was *not* posted without sleeping."""
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
@@ -168,7 +169,7 @@ def test_a_misspelt_question_says_once_what_was_searched_and_what_was_typed(bot:
 def test_a_follow_up_in_the_thread_keeps_the_topic(bot: Bot) -> None:
     first = bot.mention("what has Apple published on speech recognition this year?")
     bot.drain()
-    bot.mention("and on-device?", thread_ts=first["ts"])
+    bot.mention("only the on-device ones", thread_ts=first["ts"])
     bot.drain()
     replies = bot.answers("C0TALK")
     assert len(replies) == 2 and all(r["thread_ts"] == first["ts"] for r in replies)
@@ -200,6 +201,55 @@ def test_a_follow_up_that_changes_the_topic_says_so_and_an_abbreviation_keeps_it
     assert "Searched for “TTS”, in place of this thread's topic." in tts
     assert "keeping this thread's topic" not in tts
     assert "<https://machinelearning.apple.com/research/voices|" in tts and "encrypted" not in tts
+
+
+SONGBIRDS = [
+    make("zebrafinch", "How Zebrafinch Song Is Learned",
+         "Young zebrafinch birds learn their song from a tutor.", THIS_YEAR + timedelta(hours=5)),
+    make("audio-diffusion", "Diffusion for Audio", "Diffusion models that generate speech and music.",
+         THIS_YEAR + timedelta(hours=6)),
+]
+
+
+def links(body: str) -> list[str]:
+    """The archive items a reply links to, by slug, in order."""
+    return re.findall(r"<https://machinelearning\.apple\.com/research/([\w-]+)\|", body)
+
+
+def test_and_on_x_in_a_thread_asks_about_x_and_only_the_x_ones_narrows(bot: Bot, store: Store) -> None:
+    """In a thread that asked "what has apple published on zebrafinch song?", "and on diffusion?" searched
+    "zebrafinch song diffusion" and answered one item (until 2026-12-06): it asks about diffusion now, and
+    "only the ones on images" narrows that to the diffusion items about images."""
+    store.add_items(SONGBIRDS)
+    first = bot.mention("what has apple published on zebrafinch song?")
+    bot.drain()
+    bot.mention("and on diffusion?", thread_ts=first["ts"])
+    bot.drain()
+    bot.mention("only the ones on images", thread_ts=first["ts"])
+    bot.drain()
+    song, diffusion, images = (mrkdwn(r) for r in bot.answers("C0TALK"))
+    assert links(song) == ["zebrafinch"]
+    assert "Searched for “diffusion”, in place of this thread's topic." in diffusion
+    assert sorted(links(diffusion)) == ["audio-diffusion", "diffusion"]
+    assert "Searched for “diffusion images”, keeping this thread's topic." in images
+    assert links(images) == ["diffusion"]
+
+
+def test_a_follow_up_builds_on_its_own_thread_not_the_channels_last_question(bot: Bot, store: Store) -> None:
+    """Two threads in one channel: a follow-up in the first builds on the first thread's question, though the
+    other thread's was answered after it."""
+    store.add_items(SONGBIRDS)
+    songs = bot.mention("what has apple published on zebrafinch song?")
+    bot.drain()
+    speech = bot.mention("anything on speech recognition?")
+    bot.drain()
+    bot.mention("only the ones about tutors", thread_ts=songs["ts"])
+    bot.drain()
+    replies = bot.answers("C0TALK")
+    assert [r["thread_ts"] for r in replies] == [songs["ts"], speech["ts"], songs["ts"]]
+    body = mrkdwn(replies[2])
+    assert "Searched for “zebrafinch song tutors”, keeping this thread's topic." in body
+    assert links(body) == ["zebrafinch"]
 
 
 def test_a_retried_event_gets_no_second_reply(bot: Bot) -> None:
@@ -404,6 +454,14 @@ def test_the_thread_remembers_the_last_question_answered_before_a_message(store:
     assert store.previous_question(TEAM, "C0UNIT", "1700000001.000100", "1700000009.000100") == \
         '{"action": "search", "words": ["c"]}'
     assert store.previous_question(TEAM, "C0OTHER", "1700000001.000100", "1700000009.000100") is None
+    # another thread of the same channel, answered later: each thread keeps its own question
+    store.claim_question(TEAM, "C0UNIT", "1700000004.000100", "1700000004.000100", "Ev4")
+    store.settle_question(TEAM, "C0UNIT", "1700000004.000100", state="answered",
+                          understood='{"action": "search", "words": ["d"]}')
+    assert store.previous_question(TEAM, "C0UNIT", "1700000001.000100", "1700000009.000100") == \
+        '{"action": "search", "words": ["c"]}'
+    assert store.previous_question(TEAM, "C0UNIT", "1700000004.000100", "1700000009.000100") == \
+        '{"action": "search", "words": ["d"]}'
     store.claim_question(TEAM, "C0UNIT", "1700000005.000100", "1700000001.000100", "Ev5")
     assert store.questions_before(TEAM, "C0UNIT", "1700000001.000100", "1700000006.000100") == 1
     assert store.questions_before(TEAM, "C0UNIT", "1700000001.000100", "1700000005.000100") == 0

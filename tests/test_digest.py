@@ -326,6 +326,29 @@ def test_a_weekly_digest_goes_out_once_across_a_restart(
     again.close()
 
 
+def test_a_digester_that_missed_a_period_catches_up_in_one_digest_with_both_periods_items(
+    base: Store, slack: FakeSlack
+) -> None:
+    """Items arrive in two weeks and the digester first runs on the second Monday (the first Monday's run
+    never happened: an outage): one digest holds both weeks' items, none is left waiting, and no digest of
+    the missed week is posted after it."""
+    weekly(base)
+    first_week = arrive(base, NEW[:2], SET_UP + timedelta(hours=1))
+    second_week = arrive(base, NEW[2:4], MONDAY + timedelta(days=2))
+    next_monday = MONDAY + timedelta(days=7)
+    assert digester(slack, next_monday + timedelta(minutes=10))(base).delivered == 1
+    [message] = digests_posted(slack)
+    assert sorted(listed_links(message)) == sorted(i.link for i in first_week + second_week)
+    assert "Weekly digest: 4 new items" in message["params"]["text"]
+    # the span says from when its items are: the first arrived on Tuesday 1 December (12:00 in Berlin)
+    assert "Tue 1 Dec 2026, 12:00 to Mon 14 Dec 2026, 09:00 (Europe/Berlin)" in str(message["blocks"])
+    assert base.waiting_digest_items(TEAM, CHANNEL) == []
+    [row] = base.digests(TEAM, CHANNEL)
+    assert (row.period, row.state, row.items) == ("weekly:2026-12-14T08:00:00Z", "sent", 4)
+    assert digester(slack, next_monday + timedelta(days=1))(base).delivered == 0
+    assert len(digests_posted(slack)) == 1
+
+
 def test_a_crash_after_the_post_is_reconciled_from_history_not_posted_again(
     base: Store, slack: FakeSlack, database_url: str
 ) -> None:

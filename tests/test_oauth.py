@@ -5,6 +5,7 @@ forgets the workspace; and no token or secret ever reaches the logs."""
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import re
@@ -14,6 +15,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from email.message import Message
 from pathlib import Path
@@ -21,21 +23,31 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from slack_bolt.adapter.wsgi import SlackRequestHandler
 from slack_sdk.oauth.installation_store import Installation
 
 from bot import deliver, oauth
+from bot.app import build_app
 from bot.config import DEFAULT_SLACK_SCOPES, Settings
 from bot.errors import ConfigError
 from bot.feed import parse
 from bot.models import Validators
 from bot.oauth import StoreInstallations, StoreStates, from_record, to_record
 from bot.route import ingest
-from bot.server import OAUTH_PATHS, Router
+from bot.server import EVENTS_PATH, OAUTH_PATHS, Router
 from bot.store import Store, open_store, utcnow
 from tests.fakes.recorder import Recorder
 from tests.fakes.slack_api import Call, FakeSlack
 from tests.fakes.slack_oauth import SlackWorkspaces
-from tests.fakes.slack_sender import ROOT, SECRET, ServeProcess, clean_env, command_body
+from tests.fakes.slack_sender import (
+    ROOT,
+    SECRET,
+    ServeProcess,
+    clean_env,
+    command_body,
+    event_body,
+    signed_headers,
+)
 
 DATA = ROOT / "tests" / "data"
 CLIENT_ID = "1111.2222"
@@ -629,3 +641,57 @@ def test_every_log_record_is_one_key_value_line() -> None:
     crashed = line("bot.poller", "event=poll_crashed", exc=True)
     assert "\n" not in crashed and ' exc="Traceback' in crashed
     assert "ValueError: boom\\nsecond line" in crashed
+
+
+def test_the_app_home_of_each_workspace_shows_only_its_own_subscriptions_saves_and_follows(
+    local: tuple[Store, FakeSlack, SlackWorkspaces, Path]
+) -> None:
+    """Two installed workspaces, each with the same person (one user id, as in an org) subscribed in the
+    same Slack Connect channel: each App Home is published with its workspace's token and lists only that
+    workspace's subscription, reading list and follows."""
+    store, slack, workspaces, _feed = local
+    slack.handlers["views.publish"] = lambda call: {"ok": True, "view": {"id": "V0HOME"}}
+    slack.members = {"C0SHARED": {"U0SAME"}}
+    tokens_of = {"TA": installed(store, workspaces, "TA"), "TB": installed(store, workspaces, "TB")}
+    archived = store.latest(10)
+    saved = {"TA": archived[-1], "TB": archived[-2]}
+    for team, word in (("TA", "alpha"), ("TB", "beta")):
+        store.subscribe(team, "C0SHARED", "U0SAME", [f"{word}-keyword"])
+        store.follow(team, "U0SAME", [f"{word}-follow"])
+        assert store.save_item(team, "U0SAME", saved[team].id) == "saved"
+    with ThreadPoolExecutor(max_workers=2) as executor:
+        bolt = build_app(oauth_settings(slack), store, executor=executor)
+        app = Router(SlackRequestHandler(bolt, path=EVENTS_PATH), store, None, SECRET)
+        for team in ("TA", "TB"):
+            event = {"type": "app_home_opened", "user": "U0SAME", "channel": "D0SAME", "tab": "home",
+                     "event_ts": "1700000000.000100"}
+            assert wsgi_post(app, event_body(event, team=team)) == 200
+            assert slack.wait_for(lambda s, team=team: any(
+                c.token == tokens_of[team] for c in s.calls_to("views.publish")), 20)
+    publishes = slack.calls_to("views.publish")
+    assert len(publishes) == 2
+    for team, other in (("TA", "TB"), ("TB", "TA")):
+        [call] = [c for c in publishes if c.token == tokens_of[team]]
+        view = call.params["view"]
+        view = json.loads(view) if isinstance(view, str) else view
+        removes = [b["accessory"]["value"] for b in view["blocks"]
+                   if (b.get("accessory") or {}).get("action_id") == "unsave_item"]
+        assert removes == [saved[team].id]
+        text = json.dumps(view)
+        mine, theirs = ("alpha", "beta") if team == "TA" else ("beta", "alpha")
+        assert f"{mine}-keyword" in text and f"{mine}-follow" in text
+        assert f"{theirs}-keyword" not in text and f"{theirs}-follow" not in text, other
+
+
+def wsgi_post(app: Router, body: bytes) -> int:
+    """A signed Events API request into `app` (the serve Router) in this process; its HTTP status."""
+    headers = signed_headers(body, "application/json")
+    environ = {"REQUEST_METHOD": "POST", "PATH_INFO": EVENTS_PATH, "QUERY_STRING": "",
+               "CONTENT_TYPE": "application/json", "CONTENT_LENGTH": str(len(body)),
+               "HTTP_X_SLACK_REQUEST_TIMESTAMP": headers["X-Slack-Request-Timestamp"],
+               "HTTP_X_SLACK_SIGNATURE": headers["X-Slack-Signature"], "REMOTE_ADDR": "127.0.0.1",
+               "SERVER_NAME": "bot.test", "SERVER_PORT": "443", "SERVER_PROTOCOL": "HTTP/1.1",
+               "wsgi.url_scheme": "https", "wsgi.input": io.BytesIO(body)}
+    status: list[int] = []
+    b"".join(app(environ, lambda line, headers, exc_info=None: status.append(int(line.split()[0]))))
+    return status[0]

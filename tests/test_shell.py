@@ -165,7 +165,8 @@ def test_a_line_that_is_not_a_command_is_a_question_answered_as_a_dm_would_be(
     ingest(store, str(ARCHIVE), fixture_items(ARCHIVE), Validators(etag='"fixture"'))
     settings = Settings(database_url=database_url, feed_url=str(ARCHIVE), poll_interval=0)
     out = io.StringIO()
-    lines = "what is new?\nwhat has apple published on captioning?\nand on-device?\n/mlresearch bogus\n"
+    lines = ("what is new?\nwhat has apple published on captioning?\nonly the on-device ones\n"
+             "and on privacy?\n/mlresearch bogus\n")
     assert run(settings, io.StringIO(lines), out) == 0
     text = out.getvalue()
     assert "I don't know “what”" not in text
@@ -183,6 +184,7 @@ def test_a_line_that_is_not_a_command_is_a_question_answered_as_a_dm_would_be(
     assert "BalCapRL: A Balanced Framework for RL-Based MLLM Image Captioning (https://" in text
     # the session is one thread: a follow-up builds on the question before it
     assert 'Searched for “captioning "on-device"”, keeping this thread\'s topic.' in text
+    assert "Searched for “privacy”, in place of this thread's topic." in text  # "and on X?" asks about X
     assert "Traceback" not in text
 
 

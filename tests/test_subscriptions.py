@@ -103,6 +103,8 @@ def test_an_abbreviation_subscribed_to_matches_it_in_either_number(store: Store)
     ("caption", "", "Image captioning is fundamental.", True),              # summary counts too
     ("image captioning", "BalCapRL: Image Captioning", "", True),           # a phrase
     ("captioning image", "BalCapRL: Image Captioning", "", False),          # in that order
+    ("image captioning", "Image based captioning", "", False),              # next to each other
+    ("image captioning", "", "An image, then captioning.", False),
     ("diffusion", "Velox", "geometry and appearance", False),
     ("llm", "Evaluating LLMs", "", True),                                   # an abbreviation in either number
     ("llms", "An LLM for parsing", "", True),

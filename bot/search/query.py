@@ -108,9 +108,11 @@ def parse_query(text: str, *, every_word: bool = False) -> Query:
     """`text` as a Query; `every_word` keeps filler words in `content` (a title looked up by its words)."""
     links, text = _links(text)
     cut = len(text) > MAX_QUERY_CHARS
-    if cut:  # searched up to the last whole word that fits
-        text = text[: MAX_QUERY_CHARS + 1].rsplit(None, 1)[0] if " " in text[:MAX_QUERY_CHARS] \
-            else text[:MAX_QUERY_CHARS]
+    if cut:  # searched up to the last whole word that fits (one ending at the limit fits)
+        head = text[:MAX_QUERY_CHARS]
+        if not text[MAX_QUERY_CHARS].isspace() and " " in head:  # a word runs past the limit: not it
+            head = head.rsplit(None, 1)[0]
+        text = head
     dates: dict[str, date] = {}
     kind: str | None = None
     for name, value in _FILTER.findall(text):

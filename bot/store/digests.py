@@ -118,7 +118,8 @@ class DigestsMixin(StoreBase):
         self, team_id: str, channel_id: str, period: str, starts: datetime | None, ends: datetime
     ) -> tuple[Digest, bool]:
         """Claim the channel's digest for `period` (ending at `ends`): in one transaction, a ledger row in
-        state `posting` holding every waiting item that arrived before `ends`, or `empty` when there is none.
+        state `posting` holding every waiting item that arrived before `ends` (also those of periods missed
+        while no digester ran: its `starts` is then the first one's arrival), or `empty` when there is none.
         Only one caller can create it; returns (the row, whether this call created it). Its claim time is
         the wall clock's (what the channel's history is read from if the post's fate is lost)."""
         stamp = iso(utcnow())
@@ -142,9 +143,14 @@ class DigestsMixin(StoreBase):
                 "AND digest_id IS NULL AND arrived_at < ?", [digest_id, team_id, channel_id, iso(ends)],
             )
             count = int(cursor.rowcount)
+            # A digest catching up after missed periods says from when its items are (not its period's start)
+            earliest = db.one("SELECT MIN(arrived_at) FROM digest_items WHERE digest_id = ?", [digest_id])
+            begins = iso(starts)
+            if earliest and earliest[0] and begins and earliest[0] < begins:
+                begins = str(earliest[0])
             db.execute(
-                "UPDATE digests SET items = ?, state = ? WHERE id = ?",
-                [count, "posting" if count else "empty", digest_id],
+                "UPDATE digests SET items = ?, state = ?, starts = ? WHERE id = ?",
+                [count, "posting" if count else "empty", begins, digest_id],
             )
             created = _digest(db, team_id, channel_id, period)
         assert created is not None
