@@ -7,9 +7,10 @@ process) over each store; the Web API is FakeSlack, the model a slow FakeOpenAI,
 from __future__ import annotations
 
 import json
+import queue
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -41,6 +42,8 @@ from tests.fakes.slack_sender import (
 )
 
 MODEL_SECONDS = 2.0
+HELD = 120.0  # seconds a held stand-in keeps its answers: longer than any test (released at its end)
+WAIT = 30.0  # seconds: a bound on a busy machine, never a measure
 
 
 class Bot:
@@ -58,14 +61,16 @@ class Bot:
         assert status == 200
         return json.loads(answer) if answer.strip() else {}
 
-    def command(self, text: str, user: str, response_url: str) -> str:
-        body = command_body(text, user=user, response_url=response_url)
+    def command(self, text: str, user: str, response_url: str, team: str = TEAM) -> str:
+        body = command_body(text, user=user, response_url=response_url, team=team)
         return str(self.post(body, "application/x-www-form-urlencoded").get("text"))
 
 
 @pytest.fixture
-def model() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI(content="- Diffusion models are composed [1]", delay=MODEL_SECONDS) as api:
+def model(request: pytest.FixtureRequest) -> Iterator[FakeOpenAI]:
+    """The model stand-in, answering after MODEL_SECONDS (or the seconds a test parametrizes it with)."""
+    delay = getattr(request, "param", MODEL_SECONDS)
+    with FakeOpenAI(content="- Diffusion models are composed [1]", delay=delay) as api:
         yield api
 
 
@@ -156,7 +161,105 @@ def test_sharing_a_summary_writes_it_again_on_the_lane_and_over_the_cap_says_bus
         assert "Diffusion models are composed" in json.dumps(hooks.to("/share")[1].json)
 
 
+@pytest.mark.parametrize("model", [HELD], indirect=True)
+def test_two_busy_workspaces_never_leave_a_third_refused(bot: Bot, model: FakeOpenAI) -> None:
+    """Each of two workspaces takes all it may (PER_WORKSPACE in flight; 16 in all, MAX_IN_FLIGHT); a third
+    workspace's first summary is taken all the same, and a busy workspace is still told BUSY past its cap."""
+    with Recorder() as hooks:
+        for team in ("T0BUSYA", "T0BUSYB"):
+            for n in range(lanes.PER_WORKSPACE):
+                person = f"U0{team[-1]}{n // lanes.PER_USER}"
+                assert bot.command("summarize diffusion", person, hooks.url(f"/{team}/{n}"), team) == WORKING
+            assert bot.command("summarize diffusion", "U0LATE", hooks.url(f"/{team}/late"), team) == BUSY
+        assert bot.lane.in_flight == lanes.MAX_IN_FLIGHT
+        assert bot.command("summarize diffusion", "U0QUIET", hooks.url("/quiet"), "T0QUIET") == WORKING
+        assert bot.command("summarize speech", "U0QUIET2", hooks.url("/quiet2"), "T0QUIET") == BUSY  # all in
+        model.released.set()
+        assert bot.lane_idle(WAIT) and hooks.wait_for(lambda r: bool(r.to("/quiet")), timeout=WAIT)
+        assert "Diffusion models are composed" in json.dumps(hooks.to("/quiet")[0].json)
+
+
 # --- the lane itself -------------------------------------------------------------------------------------
+
+
+class Jobs:
+    """Jobs for a lane that say when they start and end when told: `start(label)` runs until `end(label)`."""
+
+    def __init__(self) -> None:
+        self.started: queue.Queue[str] = queue.Queue()
+        self.gates: dict[str, threading.Event] = {}
+
+    def job(self, label: str) -> Callable[[], None]:
+        self.gates[label] = threading.Event()
+
+        def run() -> None:
+            self.started.put(label)
+            self.gates[label].wait(WAIT)
+
+        return run
+
+    def next_started(self) -> str:
+        return self.started.get(timeout=WAIT)
+
+    def end(self, label: str) -> None:
+        self.gates[label].set()
+
+    def end_all(self) -> None:
+        for gate in self.gates.values():
+            gate.set()
+
+
+def test_a_quiet_workspaces_first_question_runs_next_not_behind_a_busy_ones_queue() -> None:
+    lane, jobs = ModelLane(4), Jobs()
+    try:
+        for n in range(lanes.PER_WORKSPACE):  # 8 people of one workspace ask 2 summaries each: 8 are taken
+            person = n // lanes.PER_USER
+            assert lane.submit("TA", f"U{person}", jobs.job(f"A{person}.{n % lanes.PER_USER}"))
+        running = [jobs.next_started() for _ in range(4)]  # every thread busy: nothing else can start
+        assert lane.submit("TB", "U0", jobs.job("B0"))  # another workspace's first question
+        jobs.end(running[0])
+        assert jobs.next_started() == "B0"  # the next thread free is its: behind one running answer
+        for label in [*running[1:], "B0"]:  # (first-come ran the four A's waiting before it)
+            jobs.end(label)
+        rest = [jobs.next_started() for _ in range(4)]
+        assert sorted(running + rest) == sorted(f"A{n // 2}.{n % 2}" for n in range(8))
+    finally:
+        jobs.end_all()
+        lane.shutdown(wait=True)
+    assert lane.in_flight == 0 and not lane.users and not lane.workspaces
+
+
+def test_within_a_workspace_a_persons_second_question_waits_behind_anothers_first() -> None:
+    lane, jobs = ModelLane(1), Jobs()
+    try:
+        assert lane.submit("T1", "U1", jobs.job("alice 1"))
+        assert jobs.next_started() == "alice 1"
+        assert lane.submit("T1", "U1", jobs.job("alice 2"))
+        assert lane.submit("T1", "U2", jobs.job("bob 1"))
+        jobs.end("alice 1")
+        assert jobs.next_started() == "bob 1"  # first-come ran "alice 2"
+        jobs.end("bob 1")
+        assert jobs.next_started() == "alice 2"
+    finally:
+        jobs.end_all()
+        lane.shutdown(wait=True)
+
+
+def test_shutting_down_drops_what_waits_and_frees_its_places() -> None:
+    lane, jobs = ModelLane(1), Jobs()
+    assert lane.submit("T1", "U1", jobs.job("running"))
+    assert jobs.next_started() == "running"
+    slot = lane.admit("T2", "U2")
+    assert slot is not None
+    waiting = slot.start(jobs.job("waiting"))
+    assert waiting is not None and not waiting.done()
+    lane.shutdown(wait=False, cancel_futures=True)
+    assert waiting.cancelled() and lane.in_flight == 1  # the running job keeps its place until it ends
+    assert not lane.submit("T3", "U3", jobs.job("late"))
+    jobs.end("running")
+    lane.shutdown(wait=True)
+    assert lane.in_flight == 0 and not lane.users and not lane.workspaces
+    assert jobs.started.empty()  # neither the waiting job nor the late one ran
 
 
 def test_the_lane_caps_each_person_each_workspace_and_in_all_and_frees_a_place_when_work_ends() -> None:
@@ -168,7 +271,9 @@ def test_the_lane_caps_each_person_each_workspace_and_in_all_and_frees_a_place_w
         assert lane.submit("T1", "U2", gate.wait, 10)
         assert not lane.submit("T1", "U3", gate.wait, 10)  # a fourth for one workspace
         assert lane.submit("T2", "U1", gate.wait, 10)  # the same id in another workspace: another person
-        assert not lane.submit("T3", "U9", gate.wait, 10)  # four in flight in all
+        assert not lane.submit("T2", "U2", gate.wait, 10)  # four in flight in all
+        assert lane.submit("T3", "U9", gate.wait, 10)  # ... but a workspace with nothing in flight is taken
+        assert not lane.submit("T3", "U8", gate.wait, 10)  # (once)
         gate.set()
         deadline = time.monotonic() + 5
         while lane.in_flight and time.monotonic() < deadline:

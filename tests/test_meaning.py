@@ -195,26 +195,6 @@ def test_summaries_retrieve_with_the_hybrid_ranking(corpus_store: Store) -> None
     assert parse_query(query).text == query.replace("a smart", "a smart")
 
 
-def test_serve_embeds_new_items_in_the_background(store: Store) -> None:
-    import time
-
-    filled(store)
-    index = SearchIndex(store, model=MODEL)
-    index.start().join(30)
-    assert search(index, "privacy").note is None
-    post = CORPUS[0]
-    item = next(i for i in store.latest(100) if i.id == post["link"])
-    from dataclasses import replace
-    new = replace(item, id=item.id + "-new", guid=item.guid + "-new", link=item.link + "-new")
-    store.add_items([new])
-    found = search(index, post["title"])  # answered at once, with the vectors there were
-    assert found.note is None and new.id in ids(found)
-    deadline = time.monotonic() + 20
-    while new.id not in store.item_vectors(MODEL().name) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert new.id in store.item_vectors(MODEL().name)
-
-
 def test_an_endpoint_too_slow_for_a_query_leaves_the_search_to_keywords(corpus_store: Store) -> None:
     from bot.search.embed import QUERY_TIMEOUT, RemoteModel
     from tests.fakes.openai_api import FakeOpenAI

@@ -11,9 +11,16 @@ for the tokenizer elsewhere and may download it; its package is never imported h
 configures the root logger), only its files are read, so loading never reaches the network.
 
 The endpoint (OpenAI-compatible `/embeddings`) follows the summary endpoint's rules: TIMEOUT seconds in all
-(QUERY_TIMEOUT for a single text, a search's query: search then matches words only), a capped answer,
-one-line failures (EmbeddingError). `load` checks it once with a short probe; when that
-fails, it logs one line and the bundled model is used instead.
+(QUERY_TIMEOUT for a single text), a capped answer, one-line failures (EmbeddingError). A single text (a
+search's query) is asked on a thread of the model's own and waited for at most QUERY_BUDGET seconds, so a slow
+endpoint never holds a request thread longer. After a failure or a timeout the endpoint is out
+(bot.search.breaker): nobody asks it, `embed` fails at once (search then matches words only: the archive's
+vectors are the endpoint's, and a query embedded by another model cannot be compared with them), and a
+background thread asks it again every RETRY_EVERY seconds until it answers.
+
+`load` checks the endpoint once with a short probe; when that fails, it logs one line and the bundled model
+stands in (`Standby`: the archive's vectors and the queries' are then the bundled model's) while the endpoint
+is retried in the background; bot.search.index moves search to the endpoint's vectors once it answers.
 """
 
 from __future__ import annotations
@@ -22,6 +29,8 @@ import json
 import logging
 import mmap
 import struct
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -30,6 +39,7 @@ import numpy as np
 
 from bot.errors import EmbeddingError, FeedError
 from bot.feed import Deadline, read_capped
+from bot.search.breaker import RETRY_EVERY, Breaker
 from bot.search.words import BUNDLED_CONFIG, TOKENIZER, package_root
 
 if TYPE_CHECKING:
@@ -44,7 +54,10 @@ BUNDLED_NAME = f"wordllama-{BUNDLED_CONFIG}-{BUNDLED_DIM}"
 MAX_TEXT_CHARS = 4000  # of one text embedded (a title and an abstract fit)
 BATCH = 64  # texts per request to an endpoint
 TIMEOUT = 20.0
-QUERY_TIMEOUT = 2.0  # one text (a search's query) waits at most this: Slack wants an answer within 3 s
+QUERY_TIMEOUT = 2.0  # one text's request to the endpoint ends after this (on the model's own thread) ...
+QUERY_BUDGET = 1.0  # ... and a request thread waits for it at most this: Slack wants an answer within 3 s,
+# and a thread waiting on the endpoint is one of serve's two HTTP threads (bot.server.HTTP_THREADS)
+QUERY_THREADS = 2  # threads asking the endpoint for single texts (a hung request holds one QUERY_TIMEOUT)
 MAX_RESPONSE_BYTES = 32 * 1024 * 1024  # 64 vectors of 3,072 floats as JSON are ~4 MB
 
 
@@ -148,24 +161,51 @@ def _bundled() -> StaticModel:
 
 
 class RemoteModel:
-    """An OpenAI-compatible embeddings endpoint. `client` (an httpx.Client) is injectable for tests."""
+    """An OpenAI-compatible embeddings endpoint, behind a breaker (`breaker`: out after a failure or a
+    timeout, retried every `retry_every` seconds in the background). `client` (an httpx.Client) is
+    injectable for tests."""
 
     def __init__(self, api_url: str, api_key: str | None, model: str | None, *,
-                 client: httpx.Client | None = None, timeout: float = TIMEOUT) -> None:
+                 client: httpx.Client | None = None, timeout: float = TIMEOUT, budget: float = QUERY_BUDGET,
+                 retry_every: float = RETRY_EVERY) -> None:
         self.api_url = api_url.rstrip("/")
         self.api_key = api_key
         self.model = model or "text-embedding-3-small"
         self.name = f"api:{self.model}"
         self.client = client
         self.timeout = timeout
+        self.budget = budget
+        self.breaker = Breaker(lambda: self._request(["probe"]), "the embeddings endpoint",
+                               retry_every=retry_every)
+        self._queries = ThreadPoolExecutor(max_workers=QUERY_THREADS, thread_name_prefix="embed-query")
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        rows: list[np.ndarray] = []
-        for start in range(0, len(texts), BATCH):
-            rows.append(self._request([t[:MAX_TEXT_CHARS] or " " for t in texts[start : start + BATCH]]))
+        """Unit vectors of `texts`; EmbeddingError (one line) at once while the endpoint is out, and when it
+        fails or takes longer than its budget (then it is out)."""
+        self.breaker.check()
+        try:
+            if len(texts) == 1:
+                return unit(self._within_budget(texts[0][:MAX_TEXT_CHARS] or " "))
+            rows: list[np.ndarray] = []
+            for start in range(0, len(texts), BATCH):
+                rows.append(self._request([t[:MAX_TEXT_CHARS] or " " for t in texts[start : start + BATCH]]))
+        except EmbeddingError as exc:
+            self.breaker.trip(str(exc))
+            raise
         if not rows:
             return np.zeros((0, 0), dtype=np.float32)
         return unit(np.vstack(rows))
+
+    def _within_budget(self, text: str) -> np.ndarray:
+        """One text's vector, asked on the model's own thread: the caller waits at most `budget` seconds."""
+        try:
+            future = self._queries.submit(self._request, [text])
+        except RuntimeError:  # the interpreter is shutting down
+            raise EmbeddingError("the embeddings endpoint is not asked while the bot stops") from None
+        try:
+            return future.result(timeout=self.budget)
+        except FutureTimeout:
+            raise EmbeddingError(f"no answer from the embeddings endpoint in {self.budget:g} s") from None
 
     def _request(self, texts: list[str]) -> np.ndarray:
         import httpx  # imported when an endpoint is first asked, not when `serve` starts
@@ -204,15 +244,32 @@ class RemoteModel:
             return read_capped(response, MAX_RESPONSE_BYTES, deadline, "the embeddings endpoint")
 
 
-def load(settings: Settings | None = None, *, client: httpx.Client | None = None) -> Embedder:
-    """The model search uses: the endpoint when configured and answering, else the bundled model. Raises
-    EmbeddingError (one line) when the bundled model cannot be loaded either."""
+class Standby:
+    """The bundled model standing in for an embeddings endpoint that was out when search by meaning loaded
+    (`endpoint`, retried in the background): the archive's vectors and the queries' are the bundled model's,
+    so a query is only ever compared with items embedded by the same model."""
+
+    def __init__(self, model: Embedder, endpoint: RemoteModel) -> None:
+        self.model = model
+        self.endpoint = endpoint
+        self.name = model.name
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        return self.model.embed(texts)
+
+
+def load(settings: Settings | None = None, *, client: httpx.Client | None = None,
+         retry_every: float = RETRY_EVERY) -> Embedder:
+    """The model search uses: the endpoint when configured and answering, else the bundled model (standing
+    in for the endpoint while it is retried, when one is configured). Raises EmbeddingError (one line) when
+    the bundled model cannot be loaded either."""
     if settings is not None and settings.embeddings_api_url:
         remote = RemoteModel(settings.embeddings_api_url, settings.embeddings_api_key,
-                             settings.embeddings_model, client=client)
+                             settings.embeddings_model, client=client, retry_every=retry_every)
         try:
             remote.embed(["probe"])
             return remote
-        except EmbeddingError as exc:
+        except EmbeddingError as exc:  # the endpoint is out now, retried in the background
             log.warning("event=embeddings_fallback reason=%r model=%s", str(exc), BUNDLED_NAME)
+            return Standby(StaticModel.bundled(), remote)
     return StaticModel.bundled()

@@ -94,7 +94,7 @@ def rank(model: Embedder, snapshot: Snapshot, vectors: Vectors, query: Query,
          expansions: list[glossary.Expansion], words: Words, keyword: tantivy.Query, limit: int, store: Store
          ) -> Ranked:
     """The best `limit` hits for `query` (whose keyword part, filters included, is `keyword`), by the blend
-    above."""
+    above. A keyword hit without a row in `vectors` (not embedded yet) counts no meaning."""
     kept = glossary.spelled_out(words.words, expansions)  # an abbreviation means its long forms, below
     text = [" ".join(kept) if kept or words.words else query.text or " ".join(query.terms)]
     text += [" ".join(e.shown) for e in expansions]
@@ -103,11 +103,10 @@ def rank(model: Embedder, snapshot: Snapshot, vectors: Vectors, query: Query,
     sims, mean, spread = _similarities(vectors, qvec, allowed)
     keyword_hits, matched = keyword_scores(snapshot, keyword, KEYWORD_CANDIDATES)
     best_keyword = keyword_hits[0][0] if keyword_hits else 0.0
-    at = [vectors.position.get(item_id, -1) for _, item_id in keyword_hits]
-    similar = sims[[n if n >= 0 else 0 for n in at]].tolist() if at else []
+    at = [vectors.position.get(item_id, -1) for _, item_id in keyword_hits]  # -1: no vector (yet)
     scores: dict[str, float] = {}
-    for (score, item_id), n, similarity in zip(keyword_hits, at, similar, strict=True):
-        meaning = 0.0 if n < 0 else _standing(similarity, mean, spread)
+    for (score, item_id), n in zip(keyword_hits, at, strict=True):
+        meaning = _standing(float(sims[n]), mean, spread) if 0 <= n < len(sims) else 0.0
         share = score / best_keyword if best_keyword > 0 else 0.0
         scores[item_id] = TIER + KEYWORD_WEIGHT * share + (1 - KEYWORD_WEIGHT) * meaning
     admits = bool(words.known) and not query.phrases  # else nothing is close in meaning to any of the words

@@ -14,6 +14,15 @@ query); when it moved, the rows written since (each row is stamped with its last
 re-indexed (or the whole index rebuilt, see `build`) before the search runs. A search that arrives while the
 first build runs (`start`, at serve's start-up) waits for it at most READY_WAIT seconds, then gets a one-line
 answer.
+
+Search by meaning in serve (after `start`) never computes in a request thread: the model loads and the
+archive's vectors are read (or computed) in the background, and new items are embedded there. A search
+matches words only, and its note says why, while the model loads (LOADING_NOTE), while the vectors lack any
+of the archive's items (CATCHING_UP_NOTE: new items, a failed load, a rebuild; completed in the background),
+and while the embeddings endpoint is out (`unavailable`: the archive's vectors are the endpoint's, so no
+other model may embed the query; bot.search.breaker retries it). When the endpoint was out at start the
+bundled model stands in (`embed.Standby`, its own vectors of the archive) and search moves to the endpoint's
+vectors once it answers.
 """
 
 from __future__ import annotations
@@ -47,6 +56,8 @@ READY_WAIT = 2.0
 MAX_FOUND = 256  # searches whose answers are kept (SearchIndex._found)
 LOADING_NOTE = ("Search by meaning is still starting up: these results match your words only (nothing is "
                 "lost; ask again in a minute to also match by meaning).")
+CATCHING_UP_NOTE = ("Search by meaning is catching up with the archive: these results match your words only "
+                    "(nothing is lost; ask again in a minute to also match by meaning).")
 CUT_NOTE = f"Your search was longer than {MAX_QUERY_CHARS} characters; I searched its first words."
 UNCLOSED_NOTE = ("A quote mark was not closed, so I searched its words loose, not as a phrase; close it to "
                  "search the phrase.")
@@ -107,7 +118,9 @@ class SearchIndex:
         self._found: OrderedDict[tuple[Query, int], tuple[Snapshot, Vectors | None, Found]] = OrderedDict()
         self._lock_found = threading.Lock()
         self._background = False  # start() was called: the model loads there, searches never wait for it
-        self._refreshing = threading.Event()  # a background thread is embedding new items
+        self._loading = threading.Event()  # start()'s thread is loading the model and the vectors
+        self._refreshing = threading.Event()  # a background thread is embedding new items (or switching)
+        self._refresh_lock = threading.Lock()
 
     @property
     def meaning(self) -> bool:
@@ -121,6 +134,8 @@ class SearchIndex:
         self._lock.acquire()  # held from now on, so no search can start a build of its own meanwhile
         self._starting = True
         self._background = True
+        if self.meaning:
+            self._loading.set()
         thread = threading.Thread(target=self._build_first, name="search-index", daemon=True)
         thread.start()
         return thread
@@ -135,17 +150,22 @@ class SearchIndex:
         if self.meaning:
             try:
                 vectors = self.vectors(self.current())
-            except BotError as exc:
+            except BotError as exc:  # searches match words, and the next one tries again (in the background)
                 log.warning("event=vectors_unavailable reason=%r", str(exc))
                 return
+            finally:
+                self._loading.clear()
             self._drop_other_models(vectors)
 
     def _drop_other_models(self, vectors: Vectors | None) -> None:
         """At serve's start, once every item has its vector for the model in use: the vectors of other models
         (an earlier EMBEDDINGS_MODEL, the bundled model before an endpoint was set) are dead weight, deleted.
         Only here: a one-shot command (`search`, `related`, the shell) run with other settings against the
-        same database never deletes what the server uses; `reindex` drops them too."""
-        if vectors is None:
+        same database never deletes what the server uses; `reindex` drops them too. Never while the bundled
+        model stands in for an endpoint that is out (`embed.Standby`): the endpoint's are wanted back."""
+        from bot.search.embed import Standby
+
+        if vectors is None or isinstance(self._model, Standby):
             return
         try:
             dropped = self.store.drop_item_vectors(vectors.model)
@@ -202,25 +222,34 @@ class SearchIndex:
         None when another thread is computing them and `wait` is false."""
         from bot.search.vectors import sync
 
-        current = self._vectors
-        if current is not None and current.marker == snapshot.marker and not recompute:
-            return current
         model = self.model()
+        current = self._vectors
+        if current is not None and current.marker == snapshot.marker and current.model == model.name \
+                and not recompute:
+            return current
         if not self._vector_lock.acquire(blocking=wait):
             return None
         try:
-            current = self._vectors
-            if current is None or current.marker != snapshot.marker or recompute:
+            current, model = self._vectors, self._model or model  # the endpoint's, if it came back meanwhile
+            if current is None or current.marker != snapshot.marker or current.model != model.name \
+                    or recompute:
                 current = self._vectors = sync(store or self.store, model, snapshot.entries, snapshot.marker,
                                                None if recompute else current, progress, recompute)
             return current
         finally:
             self._vector_lock.release()
 
+    def _claim_refresh(self) -> bool:
+        """Whether this caller may start the one background refresh (none is running)."""
+        with self._refresh_lock:
+            if self._refreshing.is_set():
+                return False
+            self._refreshing.set()
+            return True
+
     def _refresh_in_background(self) -> None:
-        if self._refreshing.is_set():
+        if not self._claim_refresh():
             return
-        self._refreshing.set()
 
         def refresh() -> None:
             try:
@@ -232,25 +261,69 @@ class SearchIndex:
 
         threading.Thread(target=refresh, name="search-vectors", daemon=True).start()
 
-    def _ready_vectors(self, snapshot: Snapshot, store: Store | None) -> tuple[Vectors | None, str | None]:
-        """The vectors to search with, or None and a note saying why not."""
-        if not self.meaning:
-            return None, None
-        if self._background and (self._model is None or self._vectors is None) and self._model_error is None:
-            return None, LOADING_NOTE
-        previous = self._vectors
-        if self._background and previous is not None and previous.marker != snapshot.marker:
-            # serve: new items are embedded in the background; until then they match by words only
+    def _back_to_the_endpoint(self, model: Embedder) -> None:
+        """serve, with the bundled model standing in for an endpoint that was out at start (`embed.Standby`):
+        once the endpoint answers again, its vectors of the archive are read (or computed) in the background,
+        then searches move to the endpoint and its vectors together."""
+        from bot.search.embed import Standby
+        from bot.search.vectors import sync
+
+        if not isinstance(model, Standby) or model.endpoint.breaker.out is not None \
+                or not self._claim_refresh():
+            return
+        endpoint = model.endpoint
+
+        def switch() -> None:
+            try:
+                snapshot = self.current()
+                with self._vector_lock:
+                    vectors = sync(self.store, endpoint, snapshot.entries, snapshot.marker)
+                    self._model, self._vectors = endpoint, vectors
+                log.info("event=embeddings_endpoint_in_use model=%s items=%d", endpoint.name,
+                         len(vectors.ids))
+            except BotError as exc:  # out again: the bundled model goes on standing in
+                log.warning("event=embeddings_endpoint_not_used reason=%r", str(exc))
+            finally:
+                self._refreshing.clear()
+
+        threading.Thread(target=switch, name="search-vectors", daemon=True).start()
+
+    def usable_vectors(self, snapshot: Snapshot, store: Store | None = None) -> Vectors | None:
+        """The vectors to use now for `snapshot`: in serve (after `start`) those already in memory, never
+        computed in the calling thread (new items are embedded in the background: they have none meanwhile,
+        and none at all while the model loads); else computed here. None while there are none."""
+        if not self._background:
+            return self.vectors(snapshot, store)
+        current, model = self._vectors, self._model
+        if self._loading.is_set() or self._model_error is not None or _endpoint_out(model):
+            return current  # (an endpoint that is out embeds nothing: its breaker retries it)
+        if current is None or model is None or current.marker != snapshot.marker \
+                or current.model != model.name:
             self._refresh_in_background()
-            return previous, None
+        if model is not None:
+            self._back_to_the_endpoint(model)
+        return current
+
+    def _ready_vectors(self, snapshot: Snapshot, store: Store | None
+                       ) -> tuple[Embedder | None, Vectors | None, str | None]:
+        """The model and vectors to search `snapshot` with, or None and a note saying why not: still starting
+        up, or catching up (no vectors, or fewer than the items: a failed load, new items, a rebuild)."""
+        if not self.meaning:
+            return None, None, None
+        if self._model_error is not None:
+            return None, None, unavailable(self._model_error)
+        if self._background and self._loading.is_set():
+            return None, None, LOADING_NOTE
+        if out := _endpoint_out(self._model):  # the archive's vectors are the endpoint's: words only
+            return None, None, unavailable(out)
         try:
-            vectors = self.vectors(snapshot, store, wait=not self._background or self._vectors is None)
+            vectors = self.usable_vectors(snapshot, store)
+            model = self._model if self._background else self.model()  # serve loads it in the background
         except BotError as exc:
-            return None, f"Search by meaning is unavailable ({' '.join(str(exc).split())[:150]}); these " \
-                         "results match your words only."
-        if vectors is None:  # another thread is embedding new items: the previous vectors serve meanwhile
-            vectors = self._vectors
-        return vectors, None
+            return None, None, unavailable(exc)
+        if model is None or vectors is None or vectors.model != model.name or not _covers(vectors, snapshot):
+            return None, None, CATCHING_UP_NOTE
+        return model, vectors, None
 
     # searching ---------------------------------------------------------------------------------------------
 
@@ -259,6 +332,8 @@ class SearchIndex:
 
         With search by meaning, the ranking blends keyword and meaning scores (bot.search.hybrid)."""
         snapshot = self.current(store)
+        if self._background and self._model is not None:  # (before the answers kept: they are the model's)
+            self._back_to_the_endpoint(self._model)
         with self._lock_found:
             held = self._found.get((query, limit))
             if held is not None and held[0] is snapshot and held[1] is self._vectors:
@@ -351,21 +426,39 @@ class SearchIndex:
         if text is None:  # filters only: the newest items they select
             hits, total = newest_hits(snapshot, keyword, limit, reader)
             return Found(hits, searched_for, expanded, told, total)
-        vectors, note = self._ready_vectors(snapshot, store)
-        if vectors is None:
+        model, vectors, note = self._ready_vectors(snapshot, store)
+        if model is None or vectors is None:
             hits, total = ranked_hits(snapshot, keyword, limit, reader)
             return Found(hits, searched_for, expanded, _notes(note, told), total, words.absent)
         from bot.search import hybrid  # numpy's boundary: imported with the model
 
         try:
-            ranked = hybrid.rank(self.model(), snapshot, vectors, query, expansions, words, keyword, limit,
-                                 reader)
-        except BotError as exc:  # the endpoint failed on the query: words only
-            note = f"Search by meaning is unavailable ({' '.join(str(exc).split())[:150]}); these results " \
-                   "match your words only."
+            ranked = hybrid.rank(model, snapshot, vectors, query, expansions, words, keyword, limit, reader)
+        except BotError as exc:  # the endpoint failed on the query, or is out: words only
+            note = unavailable(exc)
             hits, total = ranked_hits(snapshot, keyword, limit, reader)
             return Found(hits, searched_for, expanded, _notes(note, told), total, words.absent)
         return Found(ranked.hits, searched_for, expanded, told, ranked.total, words.absent)
+
+
+def unavailable(error: BotError | str) -> str:
+    """The note of results that match words only because search by meaning failed (one line)."""
+    return f"Search by meaning is unavailable ({' '.join(str(error).split())[:150]}); these results match " \
+           "your words only."
+
+
+def _endpoint_out(model: Embedder | None) -> str | None:
+    """Why the embeddings endpoint `model` is out (bot.search.breaker); None when in use or no endpoint."""
+    if model is None:
+        return None
+    from bot.search.embed import RemoteModel  # loaded with the model
+
+    return model.breaker.out if isinstance(model, RemoteModel) else None
+
+
+def _covers(vectors: Vectors, snapshot: Snapshot) -> bool:
+    """Whether `vectors` hold a row for every item of `snapshot` (those of its marker do)."""
+    return vectors.marker == snapshot.marker or snapshot.entries.keys() <= vectors.position.keys()
 
 
 def _passes(snapshot: Snapshot, item_id: str, query: Query) -> bool:

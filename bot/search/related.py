@@ -158,11 +158,13 @@ def topics_of(index: SearchIndex, item: Item, store: Store | None = None) -> lis
 
 def _similarities(index: SearchIndex, snapshot: Snapshot, store: Store, item: Item
                   ) -> tuple[Vectors, np.ndarray] | None:
-    """Every item's similarity by meaning to `item` (None without search by meaning, or while it starts)."""
+    """Every item's similarity by meaning to `item` (None without search by meaning, or while it starts, or
+    while `item` has no vector yet). The items' own vectors: no model is asked, so an embeddings endpoint that
+    is out costs nothing here."""
     if not index.meaning:
         return None
     try:
-        vectors = index.vectors(snapshot, store, wait=not index._background)  # noqa: SLF001
+        vectors = index.usable_vectors(snapshot, store)
     except BotError:
         return None
     own = vectors.vector(item.id) if vectors is not None else None
