@@ -27,6 +27,7 @@ from bot.lanes import ModelLane
 from bot.search.index import SearchIndex
 from bot.server import EVENTS_PATH, Router, create_http_server, run_until, wake
 from bot.store import Store
+from tests import slack_docs
 from tests.fakes.openai_api import FakeOpenAI
 from tests.fakes.slack_api import FakeSlack, feedback_click
 from tests.fakes.slack_sender import SECRET, TEAM, TOKEN, http, signed_headers
@@ -170,42 +171,10 @@ def test_a_messages_tab_message_is_answered_in_its_own_thread_ending_with_feedba
 # --- context ---------------------------------------------------------------------------------------------
 
 
-# Slack's documented app_context_changed, verbatim (docs.slack.dev/reference/events/app_context_changed,
-# retrieved 2026-12-06): the person is in the envelope's `authorizations`, the event has no `user`. The page's
-# example has a trailing comma after `"is_enterprise_install": false` (not JSON): dropped, nothing else.
-CONTEXT_DOCUMENTED = """{
-"token": "XXYYZZ",
-"team_id": "T123ABC456",
-"api_app_id": "A123ABC456",
-"event": {
-"type": "app_context_changed",
-"context": {
-"entities": [
-{
-"type": "slack#/types/channel_id",
-"value": "C01234ABDCE",
-"team_id": "T0ABCDE6543"
-}
-]
-}
-},
-"type": "event_callback",
-"authorizations": [
-{
-"team_id": "T123ABC456",
-"user_id": "U123ABC456",
-"is_bot": false,
-"is_enterprise_install": false
-}
-],
-"event_id": "Ev123ABC456",
-"event_time": 123456789
-}"""
-
-
 def context_body(channel: str, user: str = "U0ALICE", team: str = TEAM) -> bytes:
-    """Slack's documented payload, its ids pointed at this test's workspace, person and channel."""
-    body = json.loads(CONTEXT_DOCUMENTED)
+    """Slack's documented payload (tests/data/slack/app_context_changed.txt: the event has no `user`, the
+    person is the envelope's authorization), its ids pointed at this test's workspace, person and channel."""
+    body = slack_docs.envelope("app_context_changed")
     body["team_id"] = team
     body["event"]["context"]["entities"][0].update(value=channel, team_id=team)
     body["authorizations"][0].update(team_id=team, user_id=user)

@@ -26,6 +26,7 @@ from bot.models import Item
 from bot.search.index import SearchIndex, meaning_model
 from bot.search.related import related
 from bot.store import Store
+from tests import slack_docs
 from tests.fakes.archive import corpus_items
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.slack_sender import http, signed_headers
@@ -56,7 +57,7 @@ def send_event(app: App, body: dict[str, Any]) -> None:
 def opened(card: dict[str, Any]) -> dict[str, Any]:
     """Slack's documented event for someone opening `card` (an entity the bot sent): Slack echoes the card's
     `external_ref` and `url` (as `entity_url` and `link`), and the URL as posted (`app_unfurl_url`)."""
-    body = documented("entity_details_requested.json")
+    body = slack_docs.envelope("entity_details_requested")
     event = body["event"]
     event["external_ref"] = card["external_ref"]
     event["entity_url"] = card["url"]
@@ -94,7 +95,7 @@ def test_slacks_documented_event_for_a_link_we_do_not_hold_is_answered_not_found
     app: App, slack_api: FakeSlack, store: Store, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO)
-    body = documented("entity_details_requested.json")  # external_ref 123, https://example.com/document/123
+    body = slack_docs.envelope("entity_details_requested")  # external_ref 123, https://example.com/document/123
     send_event(app, body)
     trigger = body["event"]["trigger_id"]
     [call] = slack_api.presented
@@ -184,7 +185,7 @@ def test_odd_requests_are_one_log_line_each_a_2xx_and_nothing_stored(
     app: App, slack_api: FakeSlack, store: Store, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO)
-    base = documented("entity_details_requested.json")
+    base = slack_docs.envelope("entity_details_requested")
 
     def variant(**event: Any) -> dict[str, Any]:
         body = copy.deepcopy(base)

@@ -18,29 +18,18 @@ from bot import sessions
 from bot.answers import STOPPED
 from bot.sessions import Stops
 from bot.store import Store
+from tests import slack_docs
 from tests.fakes.openai_api import FakeOpenAI
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.slack_sender import TEAM, http, signed_headers
 from tests.test_agent import context_body, dm, running, view
-
-# Slack's documented agent_session_stopped event, verbatim
-# (docs.slack.dev/reference/events/agent_session_stopped, retrieved 2026-12-06); team_id is on the enclosing
-# event_callback envelope, as the page says.
-STOPPED_DOCUMENTED = """{
-"channel": "C0123ABC456",
-"event_ts": "1783536983.783769",
-"streaming_message_ts": ["1782234987.693923"],
-"thread_ts": "1782234671.392669",
-"type": "agent_session_stopped",
-"user": "U123ABC456"
-}"""
 
 LONG = " ".join(f"Finding number {n} of the speech work is described in the second item [2]."
                 for n in range(40))
 
 
 def stop_event(channel: str, thread_ts: str, streaming: list[str] | None = None) -> dict[str, Any]:
-    event = json.loads(STOPPED_DOCUMENTED)
+    event = dict(slack_docs.parsed("agent_session_stopped"))  # Slack's documented event (tests/data/slack/)
     event.update(channel=channel, thread_ts=thread_ts, user="U0ALICE")
     event["streaming_message_ts"] = streaming or []
     return event
