@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, unquote, urlencode, urljoin, urlsplit, urlunsplit
 
 from bot import __version__
+from bot.addresses import is_public_address
 from bot.config import redact_url
 from bot.errors import (
     FeedHTTPError,
@@ -81,23 +82,6 @@ def resolve_host(host: str) -> list[str]:
         return [str(info[4][0]) for info in socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)]
     except (OSError, UnicodeError):
         return []
-
-
-NAT64 = ipaddress.IPv6Network("64:ff9b::/96")  # RFC 6052: an IPv4 address in the last 32 bits
-
-
-def is_public_address(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-    """Whether `address` is a public (global unicast) one: not loopback, private, shared (100.64.0.0/10),
-    link-local, reserved, multicast or unspecified; an IPv6 address that carries an IPv4 one (IPv4-mapped,
-    NAT64 64:ff9b::/96, 6to4 2002::/16, Teredo) is public only when that IPv4 address is."""
-    if isinstance(address, ipaddress.IPv6Address):
-        if address.ipv4_mapped is not None:
-            return is_public_address(address.ipv4_mapped)
-        carried = [address.sixtofour, address.teredo[1] if address.teredo else None,
-                   ipaddress.IPv4Address(int(address) & 0xFFFFFFFF) if address in NAT64 else None]
-        if any(v4 is not None and not is_public_address(v4) for v4 in carried):
-            return False
-    return address.is_global and not address.is_multicast
 
 
 def public_addresses(host: str, resolve: Resolver = resolve_host) -> list[str]:

@@ -74,6 +74,12 @@ def test_a_redirect_from_a_public_host_to_a_private_name_is_refused_before_conne
     "100.64.0.1", "100.127.255.254",  # shared address space (RFC 6598), where some clouds keep metadata
     "64:ff9b::a9fe:a9fe", "64:ff9b::7f00:1", "64:ff9b::a00:1",  # NAT64: 169.254.169.254, 127.0.0.1, 10.0.0.1
     "2002:a9fe:a9fe::1", "2002:7f00:1::", "2002:c0a8:101::",  # 6to4 of the same kind
+    # called public by Python 3.11's is_global (issue 53): local-use NAT64 (RFC 8215), IPv4-translated and
+    # IPv4-compatible forms of 169.254.169.254, and deprecated site-local
+    "64:ff9b:1::a9fe:a9fe", "::ffff:0:a9fe:a9fe", "::a9fe:a9fe", "fec0::1",
+    "0.1.2.3", "192.0.0.8", "192.0.2.1", "198.18.0.1", "198.51.100.7", "203.0.113.9", "192.88.99.1",
+    "224.0.0.1", "240.0.0.1", "255.255.255.255", "::", "::ffff:10.0.0.1", "2001:db8::1", "3fff::1",
+    "2001::a9fe:a9fe", "100::1", "5f00::1", "fc00::1", "fd12::1", "ff02::1", "fe80::1%1",
 ])
 def test_local_private_and_link_local_addresses_are_not_public(address: str) -> None:
     assert not feed.is_public_host(address)
@@ -83,9 +89,25 @@ def test_local_private_and_link_local_addresses_are_not_public(address: str) -> 
 
 
 @pytest.mark.parametrize("address", [PUBLIC, "100.128.0.1", "64:ff9b::1120:900a", "2002:1120:900a::1",
-                                     "2606:4700::1111"])
+                                     "2606:4700::1111", "::ffff:17.253.144.10", "192.31.196.1", "1.1.1.1"])
 def test_public_addresses_are_public_also_inside_nat64_and_6to4(address: str) -> None:
     assert feed.is_public_host(address)
+
+
+@pytest.mark.parametrize("address", ["64:ff9b:1::a9fe:a9fe", "::ffff:0:a9fe:a9fe", "::a9fe:a9fe", "fec0::1"])
+def test_a_redirect_to_a_name_of_a_non_public_ipv6_form_is_refused_before_connecting(address: str) -> None:
+    """Issue 53: a redirect to a name resolving to local-use NAT64 of 169.254.169.254 was followed."""
+    sent: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        return httpx.Response(302, headers={"Location": "http://metadata.example/latest/"})
+
+    names = {"feed.example": PUBLIC, "metadata.example": address}
+    with httpx.Client(transport=httpx.MockTransport(answer), timeout=5.0) as client, \
+            pytest.raises(FeedNetworkError, match="not a public address"):
+        fetch(client, "http://feed.example/rss.xml", resolve=resolver(names))
+    assert [r.url.host for r in sent] == ["feed.example"]  # nothing went to the redirect's address
 
 
 @pytest.mark.parametrize("scheme", ["http", "https"])
