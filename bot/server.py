@@ -10,10 +10,11 @@ progress keep theirs); anything else 404. In Socket Mode, `/healthz` is still se
 
 Before Bolt sees a request to /slack/events, the Router verifies its signature (slack_sdk's
 SignatureVerifier, as Bolt does: an unsigned, badly signed or stale request, or one whose timestamp is not a
-number, gets 401), then its shape (the body must be what Bolt parses into a JSON object and reads without
-failing, the parts our listeners read shaped as Slack sends them: 400 otherwise). Either answer is logged as
-one `event=request_rejected` line naming the reason only, never a field of the body.
-Bolt verifies the signature again.
+number, gets 401), then its shape (`bot.shapes`: the body must be what Bolt parses into a JSON object and
+reads without failing, not nested too deep, its Slack ids and timestamps of Slack's shape, the parts our
+listeners read shaped as Slack sends them: 400 otherwise). Either answer is logged as one
+`event=request_rejected` line naming the reason only, never a field of the body. Bolt verifies the signature
+again. Socket Mode envelopes get the same shape check (a misshapen one is acked empty, with the same line).
 
 SIGTERM or SIGINT stops the server: it stops accepting and finishes the requests in flight (up to 5 s),
 every open request to the model endpoint is closed at once (an answer being written ends as cut short, and
@@ -37,18 +38,6 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from slack_bolt.adapter.wsgi import SlackRequestHandler
-from slack_bolt.context import BoltContext
-from slack_bolt.request.internals import build_context, parse_body
-from slack_bolt.request.payload_utils import (
-    to_action,
-    to_command,
-    to_event,
-    to_message,
-    to_options,
-    to_shortcut,
-    to_step,
-    to_view,
-)
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 from slack_sdk.signature import SignatureVerifier
@@ -59,6 +48,7 @@ from bot.app import LAZY_WORKERS, build_app, make_services, web_client
 from bot.config import Settings
 from bot.errors import InstallsBusy, ServeError, StoreError
 from bot.lanes import ModelLane
+from bot.shapes import misshapen, misshapen_text
 from bot.slackweb import error_code
 from bot.store import Store, iso, open_store
 
@@ -87,16 +77,6 @@ INSTALL_LIMIT = 30  # install pages (each an OAuth state) one client may open pe
 INSTALL_WINDOW = 600.0  # seconds: an OAuth state's life (bot.oauth.STATE_SECONDS)
 MAX_CLIENTS = 10_000  # clients the install limit remembers (the longest unseen are forgotten first)
 MAX_REQUEST_AGE = 5 * 60  # seconds between a request's X-Slack-Request-Timestamp and now, either way
-# Where Slack always sends an object; Bolt's middleware and our listeners rely on it.
-OBJECTS = ("event", "view")
-# In an interactive payload (a click, a submission, a shortcut): objects when present and not null.
-INTERACTIVE_OBJECTS = ("user", "team", "channel", "container", "message", "enterprise")
-# Events whose `assistant_thread` Bolt's Assistant middleware reads.
-ASSISTANT_EVENTS = ("assistant_thread_started", "assistant_thread_context_changed")
-INTERACTIVE_TYPES = frozenset({"block_actions", "block_suggestion", "interactive_message", "view_submission",
-                               "view_closed", "shortcut", "message_action"})
-BOLT_READERS = (to_options, to_shortcut, to_action, to_view, to_command, to_event, to_message, to_step)
-
 StartResponse = Callable[..., Any]
 WsgiApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
 
@@ -218,61 +198,8 @@ class Router:
             return 401, "body_not_utf8"
         if not self.verifier.is_valid(text, timestamp, signature):
             return 401, "bad_signature"
-        return _misshapen(text, environ.get("CONTENT_TYPE"))
-
-
-def _misshapen(text: str, content_type: str | None) -> tuple[int, str] | None:
-    """Why Bolt would fail on this signed body (400, reason), or None: parsed as Bolt parses it, then read as
-    Bolt reads every request before any listener runs (its context and each listener argument)."""
-    try:
-        body = parse_body(text, content_type.split(";")[0] if content_type else None)
-    except ValueError:  # JSONDecodeError, in the body or in its `payload` field
-        return 400, "body_not_json"
-    if not isinstance(body, dict):
-        return 400, "body_not_an_object"
-    if any(key in body and not isinstance(body[key], dict) for key in OBJECTS) or not _parts_fit(body):
-        return 400, "unexpected_shape"
-    try:
-        build_context(BoltContext(), body)
-        parts = [read(body) for read in BOLT_READERS]
-    except Exception:  # noqa: BLE001 - any failure here is the body's shape, answered as such
-        return 400, "unexpected_shape"
-    if any(part is not None and not isinstance(part, dict) for part in parts):
-        return 400, "unexpected_shape"
-    return None
-
-
-def _parts_fit(body: dict[str, Any]) -> bool:
-    """Whether the parts of a body that Bolt's matchers and our listeners read have the shapes Slack sends:
-    its `type` is a string and its `response_url` (if any) an http(s) URL; an interactive payload's user,
-    team, channel... are objects, and each of its `actions` an object with a string `action_id`; an assistant
-    thread event's `assistant_thread` is an object with a string `channel_id` and `thread_ts`; a
-    `tokens_revoked` event's `tokens` is an object of lists of strings."""
-    kind = body.get("type")
-    if kind is not None and not isinstance(kind, str):
-        return False
-    url = body.get("response_url")
-    if url not in (None, "") and not (isinstance(url, str) and url.startswith(("https://", "http://"))):
-        return False
-    if kind in INTERACTIVE_TYPES:
-        if any(body.get(key) is not None and not isinstance(body[key], dict) for key in INTERACTIVE_OBJECTS):
-            return False
-        actions, key = body.get("actions"), "action_id" if kind == "block_actions" else "name"
-        if actions is not None and not (isinstance(actions, list) and all(
-                isinstance(a, dict) and isinstance(a.get(key), str) for a in actions)):
-            return False
-    event = body.get("event")
-    if isinstance(event, dict) and event.get("type") in ASSISTANT_EVENTS:
-        thread = event.get("assistant_thread")
-        if not (isinstance(thread, dict) and isinstance(thread.get("context", {}), dict)
-                and all(isinstance(thread.get(key), str) for key in ("channel_id", "thread_ts"))):
-            return False
-    if isinstance(event, dict) and "tokens" in event:
-        tokens = event["tokens"]
-        if not (isinstance(tokens, dict) and all(
-                isinstance(v, list) and all(isinstance(x, str) for x in v) for v in tokens.values())):
-            return False
-    return True
+        reason = misshapen_text(text, environ.get("CONTENT_TYPE"))
+        return None if reason is None else (400, reason)
 
 
 _REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed",
@@ -365,7 +292,7 @@ def serve(settings: Settings) -> int:
                                     behind_router=settings.behind_router)
     except OSError as exc:
         raise ServeError(f"cannot listen on port {settings.port}: {exc.strerror or exc}") from None
-    socket_handler = _connect_socket_mode(app, settings) if socket_mode else None
+    socket_handler = connect_socket_mode(app, settings) if socket_mode else None
     pollers: list[Poller | None] = []
     starter: threading.Thread | None = None
     stopping = threading.Event()
@@ -466,12 +393,26 @@ def _busy(server: Any) -> bool:
                for channel in list(server.active_channels.values()))
 
 
-def _connect_socket_mode(app: Any, settings: Settings) -> Any:
+def connect_socket_mode(app: Any, settings: Settings) -> Any:
     # Socket Mode's boundary: its client (and the ssl and WebSocket code it brings) only when SLACK_APP_TOKEN
     # is set; an HTTP server never imports it
     from slack_bolt.adapter.socket_mode import SocketModeHandler
+    from slack_sdk.socket_mode.response import SocketModeResponse
 
-    handler = SocketModeHandler(app, app_token=settings.slack_app_token, web_client=app.client)
+    class CheckedSocketModeHandler(SocketModeHandler):
+        """Bolt's Socket Mode handler, with HTTP's shape checks (`bot.shapes.misshapen`) before Bolt reads an
+        envelope's payload: a misshapen one is acked empty (Slack does not send it again) and logged in one
+        line naming the reason."""
+
+        def handle(self, client: Any, req: Any) -> None:
+            reason = misshapen(req.payload)
+            if reason is None:
+                super().handle(client, req)
+                return
+            log.warning("event=request_rejected mode=socket reason=%s", reason)
+            client.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id))
+
+    handler = CheckedSocketModeHandler(app, app_token=settings.slack_app_token, web_client=app.client)
     try:
         handler.connect()
     except SlackApiError as exc:

@@ -286,7 +286,7 @@ def test_messages_tab_does_not_publish(bot: ServeProcess, slack: FakeSlack) -> N
     ({"type": "group_deleted", "channel": "{c}"}, "gone"),
 ])
 def test_channel_lifecycle(event: dict[str, Any], expect: str, bot: ServeProcess, store: Store) -> None:
-    channel = f"C0LIFE{event['type'].upper()}{expect.upper()}"
+    channel = f"C0LIFE{event['type'].upper().replace('_', '')}{expect.upper()}"
     store.subscribe(TEAM, channel, "U0ALICE")
     status, _ = bot.event({k: (channel if v == "{c}" else v) for k, v in event.items()})
     assert status == 200
@@ -305,7 +305,7 @@ def test_channel_lifecycle(event: dict[str, Any], expect: str, bot: ServeProcess
 def test_uninstall_forgets_the_workspace(
     event: dict[str, Any], forgotten: bool, bot: ServeProcess, store: Store
 ) -> None:
-    team = f"T0GONE{event['type'].upper()}{forgotten}"
+    team = f"T0GONE{event['type'].upper().replace('_', '')}{str(forgotten).upper()}"
     store.subscribe(team, "C0A", "U0ALICE")
     store.subscribe(team, "C0B", "U0ALICE", ["speech"])
     store.subscribe("T0STAYS", "C0A", "U0ALICE")

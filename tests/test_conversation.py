@@ -277,12 +277,12 @@ def test_the_bots_own_messages_and_other_bots_are_never_answered(bot: Bot) -> No
     own = {"type": "message", "channel_type": "im", "channel": "D0SELF", "user": BOT_USER, "bot_id": BOT_ID,
            "text": "speech recognition", "ts": ts, "event_ts": ts}
     other = {"type": "app_mention", "channel": "C0BOTS", "user": "U0OTHERBOT", "bot_id": "B0OTHER",
-             "text": f"<@{BOT_USER}> speech recognition", "ts": bot.next_ts(), "event_ts": "1"}
+             "text": f"<@{BOT_USER}> speech recognition", "ts": bot.next_ts(), "event_ts": "1.1"}
     subtype = {"type": "message", "channel_type": "im", "channel": "D0SELF", "subtype": "bot_message",
-               "text": "speech recognition", "ts": bot.next_ts(), "event_ts": "1"}
+               "text": "speech recognition", "ts": bot.next_ts(), "event_ts": "1.1"}
     edited = {"type": "message", "channel_type": "im", "channel": "D0SELF", "subtype": "message_changed",
               "message": {"text": "speech", "user": "U0ALICE", "ts": ts}, "ts": bot.next_ts(),
-              "event_ts": "1"}
+              "event_ts": "1.1"}
     for event in (own, other, subtype, edited):
         assert bot.send(event) == 200
     bot.drain()

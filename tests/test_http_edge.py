@@ -222,8 +222,8 @@ def test_slash_commands_still_reach_their_listener(bot: ServeProcess) -> None:
 def test_values_from_requests_are_escaped_in_log_lines(bot: ServeProcess) -> None:
     hostile = "x\x1b[31m\r\nlevel=ERROR event=forged\u2028\u2029\x85\x9b\x7f\u202e"
     before = len(bot.output())
-    status, _ = bot.command("help", channel="C0" + hostile)  # our own event= line names the channel
-    assert status == 200
+    status, _ = bot.command("help", channel="C0" + hostile)  # not a channel id: refused, the line names none
+    assert status == 400 and rejected(new_output(bot, before), 400, "bad_id")
     status, _ = bot.event({"type": "x" + hostile})  # Bolt warns of an unhandled event, naming its type
     assert status in (200, 404)
     output = new_output(bot, before)
