@@ -16,6 +16,10 @@ listeners read shaped as Slack sends them: 400 otherwise). Either answer is logg
 `event=request_rejected` line naming the reason only, never a field of the body. Bolt verifies the signature
 again. Socket Mode envelopes get the same shape check (a misshapen one is acked empty, with the same line).
 
+The HTTP server's connections are bounded (`bot.connections`): at most MAX_CONNECTIONS, the longest waiting
+without a whole request making room for a new one; a request's head and body within REQUEST_SECONDS; an idle
+connection closed after IDLE_SECONDS; so a slow client never costs another request its time.
+
 SIGTERM or SIGINT stops the server: it stops accepting and finishes the requests in flight (up to 5 s),
 every open request to the model endpoint is closed at once (an answer being written ends as cut short, and
 no new one starts), the poller finishes its cycle (deliveries not yet posted stay pending), lazy listeners
@@ -41,11 +45,12 @@ from slack_bolt.adapter.wsgi import SlackRequestHandler
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 from slack_sdk.signature import SignatureVerifier
-from waitress import create_server, wasyncore
+from waitress import wasyncore
 
 from bot import memory
 from bot.app import LAZY_WORKERS, build_app, make_services, web_client
 from bot.config import Settings
+from bot.connections import BoundedServer, ConnectionLimits
 from bot.errors import InstallsBusy, ServeError, StoreError
 from bot.lanes import ModelLane
 from bot.shapes import misshapen, misshapen_text
@@ -225,16 +230,18 @@ def _page(start_response: StartResponse, status: int, text: str, retry_after: fl
     return [data]
 
 
-def create_http_server(wsgi: WsgiApp, port: int, host: str = "0.0.0.0", *,
-                       behind_router: bool = False) -> Any:
-    """A bound (not yet running) waitress server; `.effective_port` is the port it listens on. Proxy headers
-    are dropped, except `behind_router` (Heroku, `Settings.behind_router`): then the last X-Forwarded-For
-    address, the one Heroku's router appends, is the client's (REMOTE_ADDR)."""
+def create_http_server(wsgi: WsgiApp, port: int, host: str = "0.0.0.0", *, behind_router: bool = False,
+                       limits: ConnectionLimits | None = None) -> BoundedServer:
+    """A bound (not yet running) waitress server whose connections are bounded (`bot.connections`:
+    `limits`, else its defaults); `.effective_port` is the port it listens on. Proxy headers are dropped,
+    except `behind_router` (Heroku, `Settings.behind_router`): then the last X-Forwarded-For address, the one
+    Heroku's router appends, is the client's (REMOTE_ADDR)."""
     proxy: dict[str, Any] = {}
     if behind_router:
         proxy = {"trusted_proxy": "*", "trusted_proxy_count": 1, "trusted_proxy_headers": {"x-forwarded-for"}}
-    return create_server(wsgi, host=host, port=port, threads=HTTP_THREADS, ident="mlresearch-bot",
-                         max_request_body_size=MAX_BODY, clear_untrusted_proxy_headers=True, **proxy)
+    return BoundedServer(wsgi, limits or ConnectionLimits(), host=host, port=port, threads=HTTP_THREADS,
+                         ident="mlresearch-bot", max_request_body_size=MAX_BODY,
+                         clear_untrusted_proxy_headers=True, **proxy)
 
 
 def start_poller(settings: Settings, store: Store) -> Poller | None:
@@ -362,11 +369,11 @@ def run_until(server: Any, stopping: threading.Event, grace: float = HTTP_GRACE_
     requests in flight finish and their answers reach the client (up to `grace` seconds), and close."""
     try:
         while not stopping.is_set():
-            wasyncore.loop(timeout=1.0, map=server._map, count=1)
+            wasyncore.loop(timeout=1.0, map=server._map, count=1, use_poll=True)
         server.accepting = False  # readable() is now False: no new connections
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline and _busy(server):
-            wasyncore.loop(timeout=0.05, map=server._map, count=1)
+            wasyncore.loop(timeout=0.05, map=server._map, count=1, use_poll=True)
     finally:
         server.task_dispatcher.shutdown(cancel_pending=True, timeout=1)
         with _CLOSING:
