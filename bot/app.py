@@ -71,13 +71,16 @@ def _app(
     pool = executor or ThreadPoolExecutor(max_workers=LAZY_WORKERS, thread_name_prefix="lazy")
     secret = settings.slack_signing_secret or ""
     if settings.oauth_enabled:
-        from bot.oauth import oauth_settings  # the OAuth boundary: imported in OAuth mode only
+        from bot.oauth import NetworkOAuthFlow, oauth_settings  # the OAuth boundary: in OAuth mode only
 
-        # Multi-workspace: /slack/install and /slack/oauth_redirect run Bolt's OAuth flow; each request is
-        # authorized with its workspace's installation (its token refreshed first when about to expire).
+        # Multi-workspace: /slack/install and /slack/oauth_redirect run Bolt's OAuth flow (each install page's
+        # state issued for the client's network); each request is authorized with its workspace's
+        # installation (its token refreshed first when about to expire). The settings are given too, so Bolt
+        # makes no default ones of its own from the environment.
         oauth = oauth_settings(settings, store, client)
-        return App(client=client, signing_secret=secret, oauth_settings=oauth, process_before_response=True,
-                   listener_executor=pool, logger=logger, name="mlresearch-bot")
+        flow = NetworkOAuthFlow(client=client, logger=logger, settings=oauth)
+        return App(client=client, signing_secret=secret, oauth_settings=oauth, oauth_flow=flow,
+                   process_before_response=True, listener_executor=pool, logger=logger, name="mlresearch-bot")
     return App(
         client=client,
         signing_secret=secret,

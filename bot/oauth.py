@@ -19,15 +19,18 @@ refreshes included, goes to SLACK_API_URL.
   per-workspace lock, so Bolt's request path and the poller's deliveries share one refresh (a refresh token is
   good for one use).
 - `StoreStates`: `OAuthStateStore` over `Store.issue_oauth_state`/`consume_oauth_state` (valid once, for
-  `STATE_SECONDS`; expired states are deleted whenever one is issued; at most `STATE_CAP` are kept, and
-  past it no state is issued (`InstallsBusy`) rather than one in progress pushed out). `bot.server` also
-  limits install pages per client.
+  `STATE_SECONDS`; expired states are deleted whenever one is issued; at most `STATE_CAP` are kept). Each
+  state is issued for the client's network (`NetworkOAuthFlow`: a /24 or /64 `bot.server.Router` names) and
+  starts with GROUP_DIGITS hex digits of its hash: past the cap, the network holding the most states gives
+  up its oldest for a network holding fewer, and only when none can is the page refused (`InstallsBusy`).
+  `bot.server` also limits install pages per network.
 - `WorkspaceClients`: `client_for(team_id)` of the deliverer: each workspace posts with its own bot token; a
   workspace with no installation gets no client (its rows fail, `not_installed`), never another workspace's.
 """
 
 from __future__ import annotations
 
+import hashlib
 import html
 import inspect
 import logging
@@ -42,7 +45,9 @@ from typing import Any
 from slack_bolt.authorization.authorize import InstallationStoreAuthorize
 from slack_bolt.error import BoltError
 from slack_bolt.oauth.callback_options import CallbackOptions, FailureArgs, SuccessArgs
+from slack_bolt.oauth.oauth_flow import OAuthFlow
 from slack_bolt.oauth.oauth_settings import OAuthSettings
+from slack_bolt.request import BoltRequest
 from slack_bolt.response import BoltResponse
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackTokenRotationError
@@ -62,6 +67,9 @@ INSTALL_PATH = "/slack/install"
 REDIRECT_PATH = "/slack/oauth_redirect"
 STATE_SECONDS = 600
 STATE_CAP = 1_000  # OAuth states kept at most (see StoreStates)
+GROUP_DIGITS = 12  # hex digits of a state naming the network it was issued for
+# The client's network (/24 or /64) on an install page's request: set by bot.server.Router, never by a client.
+NETWORK_HEADER = "x-mlresearch-network"
 ROTATE_MINUTES = 120  # refresh a bot token this long before it expires (Slack's tokens live 12 hours)
 
 _REASON = re.compile(r"[a-z][a-z0-9_]{0,59}")
@@ -309,8 +317,11 @@ def reseal_installations(store: Store, cipher: TokenCipher | None) -> tuple[int,
 
 class StoreStates(OAuthStateStore):
     """OAuth `state` values in our store: each valid once, for `expiration_seconds`. Issuing one deletes the
-    expired ones; at most `cap` are kept, and past it `issue` raises InstallsBusy (the installs in progress
-    keep their states: a flood of /slack/install requests can only delay a new install)."""
+    expired ones; at most `cap` are kept. Each state is issued for the client's network
+    (`issue(network=...)`, see `NetworkOAuthFlow`), as a group of the table: when it is full, the network
+    holding the most states gives up its oldest one, if it holds at least two more than the client's network
+    (`Store.issue_oauth_state`), so no network can keep the others out; past that, `issue` raises InstallsBusy
+    (an install in progress from a network holding no more than others keeps its state)."""
 
     def __init__(self, store: Store, expiration_seconds: int = STATE_SECONDS, *,
                  cap: int = STATE_CAP) -> None:
@@ -322,10 +333,12 @@ class StoreStates(OAuthStateStore):
     def logger(self) -> Logger:
         return log
 
-    def issue(self, *args: Any, **kwargs: Any) -> str:
-        state = secrets.token_urlsafe(24)
+    def issue(self, *args: Any, network: str | None = None, **kwargs: Any) -> str:
+        group = hashlib.sha256(network.encode()).hexdigest()[:GROUP_DIGITS] if network else None
+        token = secrets.token_urlsafe(24)  # letters, digits, - and _: never a dot
+        state = f"{group}.{token}" if group else token
         expires = utcnow() + timedelta(seconds=self.expiration_seconds)
-        if not self.store.issue_oauth_state(state, expires, cap=self.cap):
+        if not self.store.issue_oauth_state(state, expires, cap=self.cap, group=group):
             log.warning("event=install_refused reason=states_full cap=%d", self.cap)
             raise InstallsBusy("too many installs are in progress; try again in a few minutes")
         return state
@@ -371,6 +384,19 @@ def oauth_settings(settings: Settings, store: Store, client: WebClient) -> OAuth
     # OAuthSettings' own authorizer would refresh tokens through slack.com; ours goes through `client`.
     oauth.authorize = authorizer(oauth, installations, client)
     return oauth
+
+
+class NetworkOAuthFlow(OAuthFlow):
+    """Bolt's OAuth flow, issuing each install page's state for the client's network: the NETWORK_HEADER that
+    `bot.server.Router` sets on /slack/install from the connecting address (it drops any such header a client
+    sends)."""
+
+    def issue_new_state(self, request: BoltRequest) -> str:
+        network = (request.headers.get(NETWORK_HEADER) or [""])[0]
+        states = self.settings.state_store
+        if isinstance(states, StoreStates):
+            return states.issue(network=network or None)
+        return states.issue()
 
 
 def authorizer(oauth: OAuthSettings, installations: StoreInstallations,

@@ -2,11 +2,11 @@
 
 HTTP routes: `POST /slack/events` (commands, events, interactivity), `GET /healthz` (JSON), and in OAuth
 mode (SLACK_CLIENT_ID and SLACK_CLIENT_SECRET set) `GET /slack/install` and `GET /slack/oauth_redirect`
-(Bolt's OAuth flow, see `bot.oauth`; each install page writes an OAuth state, so one client may open
-INSTALL_LIMIT of them per INSTALL_WINDOW, by its address (on Heroku, as its router saw it), and past that
-gets 429; when the states table is full the page is a 503 that asks to try again, and the installs in
-progress keep theirs); anything else 404. In Socket Mode, `/healthz` is still served on $PORT and
-`/slack/events` is not.
+(Bolt's OAuth flow, see `bot.oauth`; each install page writes an OAuth state, so one network (the /24 or
+/64 of the client's address; on Heroku, as its router saw it) may open INSTALL_LIMIT of them per
+INSTALL_WINDOW, and past that gets 429; the states table shares its room between networks, and when no
+network can give one up the page is a 503 that asks to try again); anything else 404. In Socket Mode,
+`/healthz` is still served on $PORT and `/slack/events` is not.
 
 Before Bolt sees a request to /slack/events, the Router verifies its signature (slack_sdk's
 SignatureVerifier, as Bolt does: an unsigned, badly signed or stale request, or one whose timestamp is not a
@@ -48,6 +48,7 @@ from slack_sdk.signature import SignatureVerifier
 from waitress import wasyncore
 
 from bot import memory
+from bot.addresses import network_of
 from bot.app import LAZY_WORKERS, build_app, make_services, web_client
 from bot.config import Settings
 from bot.connections import BoundedServer, ConnectionLimits
@@ -78,9 +79,11 @@ POLLER_STOP_SECONDS = 20.0
 POLLER_START_DELAY = 0.5
 LAZY_DRAIN_SECONDS = 3.0
 HTTP_GRACE_SECONDS = 5.0
-INSTALL_LIMIT = 30  # install pages (each an OAuth state) one client may open per INSTALL_WINDOW
+INSTALL_LIMIT = 30  # install pages (each an OAuth state) one network may open per INSTALL_WINDOW
 INSTALL_WINDOW = 600.0  # seconds: an OAuth state's life (bot.oauth.STATE_SECONDS)
-MAX_CLIENTS = 10_000  # clients the install limit remembers (the longest unseen are forgotten first)
+MAX_CLIENTS = 10_000  # networks the install limit remembers (the longest unseen are forgotten first)
+# bot.oauth.NETWORK_HEADER as WSGI names it: the client's network, for the OAuth flow's state
+NETWORK_ENVIRON = "HTTP_X_MLRESEARCH_NETWORK"
 MAX_REQUEST_AGE = 5 * 60  # seconds between a request's X-Slack-Request-Timestamp and now, either way
 StartResponse = Callable[..., Any]
 WsgiApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
@@ -134,7 +137,8 @@ class RateLimit:
 class Router:
     """The WSGI application: Slack's Request URL to Bolt (verified and checked first when `signing_secret` is
     given, as in HTTP mode), /healthz, and 404 for everything else. In OAuth mode, /slack/install pages are
-    limited per client (`install_limit`, by the connecting address): each writes an OAuth state."""
+    limited per client network (`install_limit`, by the /24 or /64 of the connecting address, on Heroku the
+    address its router appended to X-Forwarded-For): each writes an OAuth state, issued for that network."""
 
     def __init__(self, slack: WsgiApp | None, store: Store, oauth: WsgiApp | None = None,
                  signing_secret: str | None = None, install_limit: RateLimit | None = None) -> None:
@@ -145,6 +149,7 @@ class Router:
         self.install_limit = install_limit or RateLimit(INSTALL_LIMIT, INSTALL_WINDOW)
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        environ.pop(NETWORK_ENVIRON, None)  # ours to set (below), never a client's
         path = environ.get("PATH_INFO") or "/"
         method = environ.get("REQUEST_METHOD", "GET")
         if path == EVENTS_PATH and self.slack is not None:
@@ -161,7 +166,9 @@ class Router:
             if method != "GET":
                 return _json(start_response, 405, {"error": "method not allowed"}, [("Allow", "GET")])
             if path == OAUTH_PATHS[0]:
-                wait = self.install_limit.allow(str(environ.get("REMOTE_ADDR") or "-"))
+                network = network_of(str(environ.get("REMOTE_ADDR") or "-"))
+                environ[NETWORK_ENVIRON] = network  # the OAuth flow issues the page's state for it
+                wait = self.install_limit.allow(network)
                 if wait is not None:
                     log.warning("event=install_refused reason=rate_limited retry_after=%d", wait)
                     return _page(start_response, 429, "Too many install attempts from your address. Please "

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from bot.store.base import StoreBase
+from bot.store.conn import Conn
 from bot.store.models import from_iso, iso, utcnow
 
 # At most this many OAuth states are kept (each lives a few minutes): /slack/install cannot grow the table.
 OAUTH_STATE_CAP = 1_000
+_GROUP = re.compile(r"[0-9a-f]{4,32}")  # the source an OAuth state is for (see issue_oauth_state)
 
 
 class InstallationsMixin(StoreBase):
@@ -60,13 +63,19 @@ class InstallationsMixin(StoreBase):
             db.execute("DELETE FROM installations WHERE key = ?", [_installation_key(team_id, enterprise_id)])
 
     def issue_oauth_state(self, state: str, expires_at: datetime, *, cap: int = OAUTH_STATE_CAP,
-                          now: datetime | None = None) -> bool:
-        """Keep a new OAuth state until `expires_at`, after deleting the expired ones. When `cap` live states
-        are kept already, none is added (False): a flood of /slack/install requests can delay a new install,
-        never push out one in progress, and never grow the table."""
+                          group: str | None = None, now: datetime | None = None) -> bool:
+        """Keep a new OAuth state until `expires_at`, after deleting the expired ones. At most `cap` live
+        states are kept. `group` names the source the state is for (a few hex digits; `state` then starts
+        with `group` and a dot): when the table is full, the oldest state of the group holding the most takes
+        the new one's place if that group holds at least two more than `group` does, so no source can keep
+        the others out, and a source holding as many as the rest never loses one. Else none is added
+        (False)."""
+        if group is not None and not (_GROUP.fullmatch(group) and state.startswith(group + ".")):
+            raise ValueError("an OAuth state's group is hex digits, and the state starts with it and a dot")
         with self._write() as db:
             db.execute("DELETE FROM oauth_states WHERE expires_at <= ?", [_fine(now or utcnow())])
-            if int(db.one("SELECT count(*) FROM oauth_states")[0]) >= max(cap, 1):
+            full = int(db.one("SELECT count(*) FROM oauth_states")[0]) >= max(cap, 1)
+            if full and (group is None or not _make_room(db, group)):
                 return False
             db.execute("INSERT INTO oauth_states (state, expires_at) VALUES (?, ?)",
                        [state, _fine(expires_at)])
@@ -79,6 +88,20 @@ class InstallationsMixin(StoreBase):
             db.execute("DELETE FROM oauth_states WHERE state = ?", [state])
             expires = from_iso(row[0]) if row else None
             return expires is not None and expires > (now or utcnow())
+
+
+def _make_room(db: Conn, group: str) -> bool:
+    """Delete the oldest state of the group holding the most states (by the part of a state before its dot,
+    as long as `group`), when it holds at least two more than `group`; whether one was deleted."""
+    width = len(group)  # a few hex digits: checked by the caller, so safe in the SQL's text
+    mine = int(db.one("SELECT count(*) FROM oauth_states WHERE state LIKE ?", [group + ".%"])[0])
+    top = db.one(f"SELECT substr(state, 1, {width}) AS g, count(*) AS n FROM oauth_states "  # noqa: S608
+                 f"WHERE substr(state, {width + 1}, 1) = '.' GROUP BY g ORDER BY n DESC, g LIMIT 1")
+    if top is None or int(top[1]) < mine + 2:
+        return False
+    db.execute("DELETE FROM oauth_states WHERE state = (SELECT state FROM oauth_states WHERE state LIKE ? "
+               "ORDER BY expires_at, state LIMIT 1)", [str(top[0]) + ".%"])
+    return True
 
 
 def _fine(moment: datetime) -> str:
