@@ -79,32 +79,40 @@ class BoundedServer(TcpWSGIServer):
     def __init__(self, application: Any, limits: ConnectionLimits, **adjustments: Any) -> None:
         self.limits = limits
         self.closed = {"slow": 0, "evicted": 0}
-        # waitress's own limit (it stops accepting) is never the one that applies: `readable` stops first. Its
-        # map also holds the listening socket and the trigger.
-        adj = Adjustments(connection_limit=limits.max_connections + 3, channel_timeout=limits.idle_seconds,
+        # waitress's own limit (it stops accepting) is only a backstop: `readable` stops first. Its map also
+        # holds the listening socket and the trigger, and a connection closed to make room is counted until
+        # it has closed (in the loop's next turn).
+        adj = Adjustments(connection_limit=limits.max_connections + 4, channel_timeout=limits.idle_seconds,
                           cleanup_interval=limits.check_seconds, asyncore_use_poll=True, **adjustments)
         super().__init__(application, adj=adj, sockinfo=adj.listen[0])
+
+    def open_connections(self) -> list[_Channel]:
+        """The connections not already closing."""
+        return [channel for channel in list(self.active_channels.values()) if not channel.will_close]
 
     def readable(self) -> bool:
         """Accept a connection while there is room, or one connection to close for it."""
         if not super().readable():  # waitress's maintenance runs here, every check_seconds
             return False
-        return len(self.active_channels) < self.limits.max_connections or any(
-            channel.waiting_since() is not None for channel in list(self.active_channels.values()))
+        connections = self.open_connections()
+        return len(connections) < self.limits.max_connections or any(
+            channel.waiting_since() is not None for channel in connections)
 
     def handle_accept(self) -> None:
-        if len(self.active_channels) >= self.limits.max_connections:
-            self._make_room()
+        connections = self.open_connections()
+        if len(connections) >= self.limits.max_connections:
+            self._make_room(connections)
         super().handle_accept()
 
-    def _make_room(self) -> None:
+    def _make_room(self, connections: list[_Channel]) -> None:
         """Close the connection that has waited longest without a whole request (none is closed while every
-        one is being answered)."""
-        waiting = [(since, channel) for channel in list(self.active_channels.values())
+        one is being answered). It closes in the loop's next turn, as waitress closes connections: closed now,
+        its descriptor could be the new connection's while this turn still has events of the old one."""
+        waiting = [(since, channel) for channel in connections
                    if (since := channel.waiting_since()) is not None]
         if waiting:
             _since, oldest = min(waiting, key=lambda pair: pair[0])
-            oldest.handle_close()
+            oldest.will_close = True
             self.closed["evicted"] += 1
 
     def maintenance(self, now: float) -> None:
