@@ -9,9 +9,10 @@ payload). A request that fails is refused with one log line naming the reason, n
   100,000 `[` made the JSON parser raise RecursionError, and a 900-deep object failed inside Bolt);
 - `bad_id`, `bad_ts`: a Slack id or message timestamp, where Slack sends one (ID_FIELDS), that is not of
   Slack's shape: a team `T…` (or an organization's `E…`), a user `U…`/`W…`, a channel `C…`/`G…`/`D…`, an
-  enterprise `E…`: its letter, then 1 to ID_CHARS capitals and digits; a timestamp `digits.digits` (at most
-  12 and 9 digits). So nothing stores or logs an id of 200,000 characters, and PostgreSQL never refuses the
-  index row of a 500,000-digit `ts`;
+  enterprise `E…`: its letter, then 1 to ID_CHARS capitals and digits; a message's timestamp
+  `digits.digits` (at most 12 and 9 digits); an event's `event_ts` digits (at most 16), with or without a
+  dot and up to 9 more. So nothing stores or logs an id of 200,000 characters, and PostgreSQL never refuses
+  the index row of a 500,000-digit `ts`;
 - `unexpected_shape`: a part Bolt or a listener reads is not of the type Slack sends (`_parts_fit`), or Bolt
   fails to read the request (its context and each listener argument are read here, as Bolt will).
 """
@@ -41,7 +42,8 @@ TEAM_ID = re.compile(f"[TE]{_ID}")
 USER_ID = re.compile(f"[UW]{_ID}")
 CHANNEL_ID = re.compile(f"[CGD]{_ID}")
 ENTERPRISE_ID = re.compile(f"E{_ID}")
-TS = re.compile(r"[0-9]{1,12}\.[0-9]{1,9}")
+TS = re.compile(r"[0-9]{1,12}\.[0-9]{1,9}")  # a message's: seconds.micros
+EVENT_TS = re.compile(r"[0-9]{1,16}(?:\.[0-9]{1,9})?")  # Slack's examples also show "1515449522000016"
 
 # Where Slack sends an id or a timestamp (a path of keys; "*": each element of a list) and its shape. A
 # value there is None, "", an object (another shape: `event.user` in user_change, checked where it is read),
@@ -60,7 +62,7 @@ ID_FIELDS: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = (
     # an event
     (("event", "user"), USER_ID), (("event", "team"), TEAM_ID), (("event", "channel"), CHANNEL_ID),
     (("event", "channel", "id"), CHANNEL_ID), (("event", "ts"), TS), (("event", "thread_ts"), TS),
-    (("event", "event_ts"), TS),
+    (("event", "event_ts"), EVENT_TS),
     (("event", "assistant_thread", "user_id"), USER_ID),
     (("event", "assistant_thread", "channel_id"), CHANNEL_ID),
     (("event", "assistant_thread", "thread_ts"), TS),
@@ -132,7 +134,7 @@ def _ids_misfit(body: dict[str, Any]) -> str | None:
             if value is None or value == "" or isinstance(value, dict):
                 continue
             if not (isinstance(value, str) and shape.fullmatch(value)):
-                return "bad_ts" if shape is TS else "bad_id"
+                return "bad_ts" if shape in (TS, EVENT_TS) else "bad_id"
     return None
 
 

@@ -20,10 +20,11 @@ from bot.app import build_app, make_services, web_client
 from bot.config import Settings
 from bot.server import connect_socket_mode
 from bot.store import Store
+from tests import slack_docs
 from tests.fakes.slack_api import FakeSlack, feedback_click
 from tests.fakes.slack_sender import SECRET, TEAM, TOKEN, command_body, event_body, http, signed_headers
 from tests.fakes.socket_mode import FakeSocketMode
-from tests.test_agent import channels_seen, click, context_event, dm, running
+from tests.test_agent import channels_seen, click, context_body, dm, running
 from tests.test_conversation import ITEMS, Bot, TrackingExecutor, mention_event
 
 FORM = "application/x-www-form-urlencoded"
@@ -83,7 +84,10 @@ def mention(**fields: Any) -> bytes:
 
 
 def context(**fields: Any) -> bytes:
-    return event_body({**context_event("C0ML"), **fields})
+    """Slack's documented app_context_changed (tests/test_agent.py), its event's `fields` replaced."""
+    body = json.loads(context_body("C0ML"))
+    body["event"].update(fields)
+    return json.dumps(body).encode()
 
 
 def command(**fields: Any) -> bytes:
@@ -150,37 +154,24 @@ def test_a_feedback_click_by_a_user_id_of_200001_characters_is_refused_and_store
     assert vote.user_id == "U0ALICE"
 
 
-def test_requests_of_slacks_documented_shapes_still_pass() -> None:
-    """Ids and timestamps as Slack's docs show them, and the shapes Slack sends where the checked fields hold
-    something else (an object for `user` in user_change, a channel object in channel_created, the composer's
-    `COMPOSER` channel in link_shared)."""
-    app_context = {"type": "app_context_changed", "context": {"entities": [
-        {"type": "slack#/types/channel_id", "value": "C01234ABDCE", "team_id": "T0ABCDE6543"}]}}
-    assistant_thread = {"user_id": "U123ABC456", "context": {
-        "channel_id": "C123ABC456", "team_id": "T07XY8FPJ5C", "enterprise_id": "E480293PS82"},
-        "channel_id": "D123ABC456", "thread_ts": "1729999327.187299"}
-    composer_ts = "U0ALICE-909b5454-75f8-4ac4-b325-1b40e230bbd8-gryl3kb80b3wm49ihzoo35fyqoq08n2y"
-    events = [
-        {"type": "app_context_changed", "context": {}},
-        {"type": "assistant_thread_context_changed", "assistant_thread": assistant_thread,
-         "event_ts": "17298244.022142"},
+def test_every_payload_slack_documents_passes() -> None:
+    """Slack's documented examples (tests/data/slack/) pass the check (app_home_opened's `event_ts` is
+    "1515449522000016", with no dot), and so do the shapes Slack sends where a checked field holds something
+    else: an object for `user` in user_change and for `channel` in channel_created, a link shared in the
+    composer (channel `COMPOSER`, a `message_ts` that is no timestamp)."""
+    documented = [slack_docs.envelope(name) if slack_docs.example(name).shows == "event"
+                  else slack_docs.parsed(name)
+                  for name in slack_docs.names() if slack_docs.example(name).shows != "response"]
+    assert len(documented) >= 20
+    others = [
         {"type": "user_change", "user": {"id": "W012A3CDE", "team_id": "T0001"}, "event_ts": "1.2"},
         {"type": "channel_created", "channel": {"id": "C024BE91L", "name": "fun", "creator": "U024BE7LH"}},
         {"type": "link_shared", "channel": "COMPOSER", "user": "U0ALICE", "source": "composer",
-         "message_ts": composer_ts, "unfurl_id": "U0ALICE-909b5454",
-         "links": [{"domain": "example.com", "url": "https://example.com"}]},
+         "message_ts": "U0ALICE-909b5454-75f8-4ac4-b325-1b40e230bbd8-gryl3kb80b3wm49ihzoo35fyqoq08n2y",
+         "unfurl_id": "U0ALICE-909b5454", "links": [{"domain": "example.com", "url": "https://example.com"}]},
     ]
-    documented = [
-        {"token": "XXYYZZ", "team_id": "T123ABC456", "api_app_id": "A123ABC456", "type": "event_callback",
-         "event": app_context,
-         "authorizations": [{"team_id": "T123ABC456", "user_id": "U123ABC456", "is_bot": False,
-                             "is_enterprise_install": False}],
-         "event_id": "Ev123ABC456", "event_time": 123456789},
-        *({"type": "event_callback", "team_id": "T0001", "event": event} for event in events),
-        dict(parse_qsl(command_body("help", channel="D0ALICE", user="W0ALICE", team="T0001").decode())),
-        feedback_click("D0ALICE", "1700000000.000100", "up", thread_ts="1700000000.000099"),
-    ]
-    assert [shapes.misshapen(body) for body in documented] == [None] * len(documented)
+    bodies = [*documented, *({**slack_docs.envelope("app_mention"), "event": event} for event in others)]
+    assert [shapes.misshapen(body) for body in bodies] == [None] * len(bodies)
     assert shapes.misshapen(nested(shapes.MAX_DEPTH)) is None
     assert shapes.misshapen(nested(shapes.MAX_DEPTH + 1)) == "too_deep"
 

@@ -29,7 +29,7 @@ from bot.app import build_app, web_client
 from bot.config import Settings
 from bot.conversation import EVENT_TYPE
 from bot.lanes import ModelLane
-from bot.server import EVENTS_PATH, Router, _connect_socket_mode, create_http_server, run_until, wake
+from bot.server import EVENTS_PATH, Router, connect_socket_mode, create_http_server, run_until, wake
 from bot.store import Store
 from tests import slack_docs
 from tests.fakes.archive import corpus_items
@@ -115,7 +115,7 @@ def running(store: Store, web: FakeSlack, transport: str, **settings: Any) -> It
             return
         with FakeSocketMode() as socket:
             web.handlers["apps.connections.open"] = socket.open_connection
-            connection = _connect_socket_mode(app, config)
+            connection = connect_socket_mode(app, config)
             try:
                 socket.wait_connected()
                 yield Slack(transport, web, executor, base=base, socket=socket)
