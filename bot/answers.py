@@ -43,7 +43,7 @@ from bot.ask import Understood, clean
 from bot.blocks import cut, escape, title_link
 from bot.commands import LATEST_DEFAULT, LATEST_MAX, SEARCH_RESULTS, Services, shown_count
 from bot.errors import SearchError, SummaryError, SummaryStopped
-from bot.models import Item
+from bot.models import Item, shown_day
 from bot.search.query import parse_query
 from bot.summarize import retrieve
 from bot.written import Sentence, written_sentences
@@ -230,5 +230,5 @@ def _cited(sentences: list[Sentence], items: list[Item]) -> list[Item]:
 
 def _cited_list(cited: list[Item], items: list[Item]) -> str:
     """The cited items, each with its number in the text, link and date."""
-    return "\n".join(f"[{items.index(item) + 1}] {title_link(item)} · {item.published:%Y-%m-%d}"
+    return "\n".join(f"[{items.index(item) + 1}] {title_link(item)} · {shown_day(item.published)}"
                      for item in cited)

@@ -153,14 +153,17 @@ class Understood:
             return "help"
         return f"{self.action} {self.query}"
 
-    def describe(self, searched_for: str | None = None) -> str:
+    def describe(self, searched_for: str | None = None, *, head: str | None = None,
+                 asked_before: str = "this thread's") -> str:
         """What was searched for, as escaped mrkdwn, so a person can correct it; `searched_for`: the topic as
-        searched when a misspelt word was searched as typed right (the words typed are named too)."""
+        searched when a misspelt word was searched as typed right (the words typed are named too). `head`
+        says what a `latest` reply lists ("The 5 newest items", its own count line); `asked_before` names
+        where a follow-up's topic came from, as the surface has it ("this thread's" in Slack)."""
         if self.action == "help":
             return ""
         if self.action == "latest":
-            said = ("The newest item" if self.count == 1 else f"The {self.count} newest items" if self.count
-                    else "The newest items")
+            said = head or ("The newest item" if self.count == 1 else f"The {self.count} newest items"
+                            if self.count else "The newest items")
         else:
             verb = "Summarized" if self.action == "summarize" else "Searched for"
             topic = f"“{escape(self.topic)}”" if self.words else "everything"
@@ -172,8 +175,8 @@ class Understood:
                 said += f" {span}" + (f" (“{escape(self.when)}”)" if self.when else "")
         if self.note:
             said += f" ({self.note})"
-        if self.followup:
-            said += ", in place of this thread's topic" if self.replaced else ", keeping this thread's topic"
+        if self.followup and (self.words or self.since or self.until):  # it kept something of the question
+            said += f", {'in place of' if self.replaced else 'keeping'} {asked_before} topic"
         if self.cut:
             said += "; your question was long, so I used its first words"
         return said + "."

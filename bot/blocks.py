@@ -22,7 +22,7 @@ from slack_sdk.models.blocks import (
     SectionBlock,
 )
 
-from bot.models import Item
+from bot.models import Item, shown_day
 from bot.search.match import TOPIC_PREFIX
 
 EVENT_TYPE = "mlresearch_item"
@@ -95,8 +95,8 @@ def md(text: str) -> MarkdownTextObject:
 
 
 def day(item: Item) -> str:
-    """The day it was published, YYYY-MM-DD."""
-    return item.published.date().isoformat()
+    """The day it was published, YYYY-MM-DD ("date unknown" when it is not known)."""
+    return shown_day(item.published)
 
 
 def item_message(item: Item, matched: Sequence[str] = ()) -> dict[str, Any]:

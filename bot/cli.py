@@ -32,7 +32,7 @@ from bot.errors import (
     UsageError,
     report,
 )
-from bot.models import PollResult, SearchFilters
+from bot.models import UNDATED, PollResult, SearchFilters, shown_day
 
 if TYPE_CHECKING:
     from bot.search.index import SearchIndex
@@ -95,6 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
     feedback.add_argument("--since", metavar="YYYY-MM-DD", help="only votes cast on or after this day (UTC)")
     feedback.add_argument("--json", action="store_true", help="print a JSON list")
     sub.add_parser("shell", help="a local console in place of Slack")
+    demo = sub.add_parser("demo", help="load the bundled archive of real posts into an empty database")
+    demo.add_argument("--json", action="store_true", help='print {"demo", "loaded", "items"}')
     sub.add_parser("migrate", help="create or upgrade the database schema (Heroku's release phase runs it)")
     return parser
 
@@ -143,6 +145,7 @@ def _main(argv: list[str]) -> int:
         "reindex": cmd_reindex,
         "feedback": cmd_feedback,
         "shell": cmd_shell,
+        "demo": cmd_demo,
         "migrate": cmd_migrate,
         "worker": cmd_worker,
     }[args.command]
@@ -303,6 +306,7 @@ def _poll(settings: Settings, args: argparse.Namespace) -> int:
                     _out(f"{sub.team_id}/{sub.channel_id} would get a burst: one message, its {count} items "
                          f"in its thread (more than BURST_THRESHOLD={settings.burst_threshold})")
             return EXIT_OK
+        demo = store.demo_loaded_at() is not None  # a successful poll replaces it (bot.demo)
         result = pipeline.poll_once()
     if args.json:
         error = {"error": result.error} if result.error else {}
@@ -310,6 +314,7 @@ def _poll(settings: Settings, args: argparse.Namespace) -> int:
     elif not result.error:  # a failed poll is its one error line, not zero counts before it
         state = "not modified" if result.not_modified else f"fetched {result.fetched}"
         extra = " (first poll: recorded as seen, nothing posted)" if result.baseline else ""
+        extra += " (the demo archive was replaced)" if demo else ""
         _out(f"{state}, {result.new} new, {result.delivered} delivered, {result.failed} failed{extra}")
     if result.error:
         raise Failure(f"poll failed: {result.error}")
@@ -428,7 +433,7 @@ def _hits_json(hits: Sequence[Any]) -> str:
                 "id": h.item.id,
                 "title": h.item.title,
                 "link": h.item.link,
-                "published": h.item.published.strftime("%Y-%m-%d"),
+                "published": _published(h.item),
                 "score": h.score,
             }
             for h in hits
@@ -495,7 +500,7 @@ def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
         _out(f"{counted(total, 'result')}{best}")
     for rank, hit in enumerate(hits, 1):
         mark = "  (related by meaning)" if hit.by_meaning else ""
-        _out(f"{rank:>2}. {hit.item.title}{mark}\n    {hit.item.published:%Y-%m-%d}  {hit.item.link}")
+        _out(f"{rank:>2}. {hit.item.title}{mark}\n    {shown_day(hit.item.published)}  {hit.item.link}")
         if hit.item.authors:
             _out(f"    {format_authors(hit.item.authors)}")
     return EXIT_OK
@@ -534,19 +539,16 @@ def cmd_summarize(settings: Settings, args: argparse.Namespace) -> int:
     if args.json:
         _out(json.dumps(summary.as_json(), ensure_ascii=False))
         return EXIT_OK
-    span = f"{summary.first_day:%Y-%m-%d}" + (
-        f" to {summary.last_day:%Y-%m-%d}" if summary.last_day != summary.first_day else ""
-    )
     how = "quoted from the abstracts" if summary.method == "extractive" else f"written by {summary.model}"
     if summary.searched_for:
         _out(f"searched for {_echo(summary.searched_for)}")
     if summary.note:
         _err(summary.note)
     found = counted(len(summary.items), "item") + (f", {summary.filters}" if summary.filters else "")
-    _out(f"What Apple ML Research says about {_echo(summary.about)} ({found}, {span}; {how}):\n")
+    _out(f"What Apple ML Research says about {_echo(summary.about)} ({found}, {summary.span}; {how}):\n")
     _out(summary.text() + "\n")
     for n, item in enumerate(summary.items, 1):
-        _out(f"[{n}] {item.title} ({item.published:%Y-%m-%d})\n    {item.link}")
+        _out(f"[{n}] {item.title} ({shown_day(item.published)})\n    {item.link}")
     return EXIT_OK
 
 
@@ -577,8 +579,17 @@ def cmd_shell(settings: Settings, args: argparse.Namespace) -> int:
     return int(shell.run(settings, sys.stdin, sys.stdout))
 
 
-def _item_json(item: Any) -> dict[str, str]:
-    return {"id": item.id, "title": item.title, "link": item.link, "published": f"{item.published:%Y-%m-%d}"}
+def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
+    """The bundled archive of real posts, loaded into a database that holds no real archive (bot.demo)."""
+    from bot import demo
+
+    result = demo.load(open_store(settings))
+    _out(json.dumps(result.as_json()) if args.json else result.line())
+    return EXIT_OK
+
+
+def _item_json(item: Any) -> dict[str, str | None]:
+    return {"id": item.id, "title": item.title, "link": item.link, "published": _published(item)}
 
 
 def cmd_related(settings: Settings, args: argparse.Namespace) -> int:
@@ -612,7 +623,7 @@ def cmd_related(settings: Settings, args: argparse.Namespace) -> int:
         _out("Nothing in the archive is near it yet: no other item is close enough to it. Try "
              f"`mlresearch-bot search` with words of its topic{example}.")
     for rank, hit in enumerate(found, 1):
-        _out(f"{rank:>2}. {hit.item.title}\n    {hit.item.published:%Y-%m-%d}  {hit.item.link}")
+        _out(f"{rank:>2}. {hit.item.title}\n    {shown_day(hit.item.published)}  {hit.item.link}")
         if hit.shares:
             _out(f"    shares: {hit.shares}")
     return EXIT_OK
@@ -693,7 +704,7 @@ def cmd_latest(settings: Settings, args: argparse.Namespace) -> int:
     from bot.blocks import format_authors
 
     for rank, item in enumerate(items, 1):
-        _out(f"{rank:>2}. {item.title}\n    {item.published:%Y-%m-%d}  {item.link}")
+        _out(f"{rank:>2}. {item.title}\n    {shown_day(item.published)}  {item.link}")
         if item.authors:
             _out(f"    {format_authors(item.authors)}")
     return EXIT_OK
@@ -719,6 +730,7 @@ def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
         _out(json.dumps({
             "feed": feed,
             "items": store.count_items(),
+            "demo": store.demo_loaded_at() is not None,
             "newest": _item_json(newest) if newest else None,
             "subscriptions": [
                 {"team_id": s.team_id, "channel_id": s.channel_id, "keywords": list(s.keywords),
@@ -730,7 +742,8 @@ def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
         return EXIT_OK
     from bot.shell import mrkdwn_to_text  # Slack's mrkdwn as terminal text
 
-    lines = feed_lines(state, store.count_items(), newest)
+    demo = store.demo_loaded_at() is not None
+    lines = feed_lines(state, store.count_items(), newest, demo)
     lines.append(f"*Subscriptions:* {len(subs)}" + (" (`/mlresearch subscribe` in a channel)" * (not subs)))
     for sub in subs:
         line = subscription_line(sub, sub.channel_id, store.workspace_disabled(sub.team_id))
@@ -739,6 +752,11 @@ def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
     for line in lines:
         _out(mrkdwn_to_text(line))
     return EXIT_OK
+
+
+def _published(item: Any) -> str | None:
+    """An item's day for --json: YYYY-MM-DD, or null when it is not known (bot.models.UNDATED)."""
+    return None if item.published == UNDATED else f"{item.published:%Y-%m-%d}"
 
 
 def _iso(moment: Any) -> str | None:

@@ -534,6 +534,7 @@ def cmd_status(rest: str, inv: Invocation, services: Services) -> Reply:
             store.workspace_disabled(inv.team_id),
             summaries,
             _next_digest(store, sub, services.clock()) if sub is not None else None,
+            demo=store.demo_loaded_at() is not None,
         )
     )
 

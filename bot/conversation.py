@@ -14,11 +14,12 @@ while an earlier question of the thread is still being answered, and a follow-up
 before it as understood then (kept in the store with the claim: no history scope or extra call needed, and it
 is the understood query, not a re-reading of old text).
 
-The reply is what `/mlresearch` would answer (`commands.converse`: the same handlers), headed by what was
-searched for so a person can correct it, posted with `parse: none`, no unfurls, every text escaped and cut,
-and ending with feedback buttons. With a model endpoint (`SUMMARY_API_*`), a search or summary that finds
-items is answered instead by a paragraph the model writes from them, streamed as it is written
-(`bot.answers`). "What's new here?" takes its topic from the channel asked in or looked at (`in_context`).
+The reply is what `/mlresearch` would answer (`commands.converse`: the same handlers), headed once by what
+was searched for so a person can correct it (`understood_reply`, which the shell renders in its own words),
+posted with `parse: none`, no unfurls, every text escaped and cut, and ending with feedback buttons. With a
+model endpoint (`SUMMARY_API_*`), a search or summary that finds items is answered instead by a paragraph the
+model writes from them, streamed as it is written (`bot.answers`). "What's new here?" takes its topic from the
+channel asked in or looked at (`in_context`).
 The items an answer showed are kept with its claim, for the votes on it (`bot.store.agent`), and carry their
 paper cards (`bot.entities`: Work Objects, in the message's metadata beside the answer's event).
 """
@@ -252,23 +253,44 @@ def busy(question: Question, services: Services, client: Any, claimed: str, line
     return "busy"
 
 
+THREAD_HINT = (" Reply in this thread to narrow it down (“only the on-device ones”) or ask about something "
+               "else (“and on vision?”).")
+
+
 def reply_for(understood: Understood, q: Question, services: Services) -> tuple[str, list[dict[str, Any]]]:
-    """(text, blocks) answering `understood`: the command's reply headed by what was searched for."""
+    """(text, blocks) answering `understood` in Slack: `understood_reply` rendered, its header saying how to
+    follow up in the thread."""
+    said, reply = understood_reply(understood, q, services)
+    if reply is None:
+        return HELP, [views.section(HELP)]
+    if not said:
+        return reply.text, reply.blocks
+    blocks = [views.context(said + THREAD_HINT), *reply.blocks][:MAX_BLOCKS]
+    return cut(f"{said} {reply.text}", TEXT_LIMIT), blocks
+
+
+def understood_reply(understood: Understood, q: Question, services: Services,
+                     asked_before: str = "this thread's") -> tuple[str, commands.Reply | None]:
+    """What was understood (escaped mrkdwn, "" when there is nothing to say) and the command's reply to it,
+    for any surface to render (Slack: `reply_for`; the shell its own way). None for help, which each surface
+    words its own way. One header: a `latest` reply's count line is said as what was understood."""
     if understood.slash:
         word = understood.slash
         line = (f"`{word}` is a job for the slash command: type `/mlresearch {word} …` here "
                 "(`/mlresearch help` lists what it takes).")
-        return line, [views.section(line)]
+        return "", commands.Reply(*views.one_line(line))
     if understood.action == "help":
-        return HELP, [views.section(HELP)]
+        return "", None
     inv = Invocation(text=understood.command(), team_id=q.team_id, channel_id=q.channel_id, user_id=q.user_id,
                      shown=understood.count if understood.action == "search" else None)
     reply = commands.converse(inv, services)
-    said = understood.describe(reply.searched_for)  # "Searched for “speech recognition” (you typed …)"
-    hint = (" Reply in this thread to narrow it down (“only the on-device ones”) or ask about something "
-            "else (“and on vision?”).")
-    blocks = [views.context(said + hint), *reply.blocks][:MAX_BLOCKS]
-    return cut(f"{said} {reply.text}", TEXT_LIMIT), blocks
+    head = None
+    first = reply.blocks[0] if reply.blocks else {}
+    if understood.action == "latest" and first.get("type") == "context":  # "The 5 newest items"
+        head = str(first["elements"][0].get("text") or "") or None
+        reply = replace(reply, blocks=reply.blocks[1:]) if head else reply
+    # "Searched for “speech recognition” (you typed …)"
+    return understood.describe(reply.searched_for, head=head, asked_before=asked_before), reply
 
 
 def in_context(understood: Understood, q: Question, store: Store) -> Understood:

@@ -60,7 +60,7 @@ from bot.blocks import (
     safe_url,
     snippet,
 )
-from bot.models import Item
+from bot.models import UNDATED, Item
 from bot.summarize import sentences
 
 ENTITY_TYPE = "slack#/entities/content_item"
@@ -167,7 +167,8 @@ def _fields(item: Item, description: str) -> ContentItemEntityFields:
         description=EntityStringField(value=description, long=True) if description else None,
         created_by=EntityTypedField(type="slack#/types/user", user=EntityUserField(text=authors))
         if authors else None,
-        date_created=EntityTimestampField(value=int(item.published.timestamp())),
+        date_created=EntityTimestampField(value=int(item.published.timestamp()))
+        if item.published != UNDATED else None,  # a demo post of unknown date: none rather than 1970
     )
 
 

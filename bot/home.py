@@ -151,7 +151,8 @@ def home_view(
         rest.append(section(f"No channel here is subscribed yet. In a channel, type `{COMMAND} subscribe`"))
     rest += [divider(), header("Feed health")]
     newest = latest[0] if latest else None
-    rest.append(section("\n".join(feed_lines(store.latest_feed_state(), store.count_items(), newest))))
+    rest.append(section("\n".join(feed_lines(store.latest_feed_state(), store.count_items(), newest,
+                                                  store.demo_loaded_at() is not None))))
     rest += [divider(), header("How to use")]
     rest.append(section("\n".join(f"• `{COMMAND} {example}`: {what}" for _u, what, example in COMMANDS)))
     room = HOME_BLOCKS - len(top) - len(rest) - 1  # one block is kept for the note on what is left out

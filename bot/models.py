@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from typing import Literal
 
 Kind = Literal["research", "update"]
@@ -20,6 +20,16 @@ MAX_WORKSPACE_TOPICS = 100  # distinct about: topics of one workspace's subscrip
 
 
 # --- the feed -------------------------------------------------------------------------------------------
+
+# The day of a post whose date is unknown (some posts of the bundled demo archive, bot/demo.py): it sorts
+# last and is shown as "date unknown", never as a day. The feed and the research index always give a date.
+UNDATED = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def shown_day(moment: date | datetime) -> str:
+    """The day as people read it, YYYY-MM-DD, or "date unknown" for UNDATED's."""
+    day = moment.date() if isinstance(moment, datetime) else moment
+    return "date unknown" if day == UNDATED.date() else day.isoformat()
 
 
 @dataclass(frozen=True)

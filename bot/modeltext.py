@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 import secrets
 
-from bot.models import Item
+from bot.models import Item, shown_day
 
 MIN_WORDS_LEFT = 3  # a sentence that lost a link is kept only with at least this many words left
 
@@ -60,7 +60,7 @@ def fence_rule(token: str, asked: str) -> str:
 
 def item_text(item: Item) -> str:
     """What the model reads of an item (inside its fence): title, date, the abstract's first 1,500 chars."""
-    return f"{item.title} ({item.published:%Y-%m-%d})\n{' '.join(item.summary.split())[:1500]}"
+    return f"{item.title} ({shown_day(item.published)})\n{' '.join(item.summary.split())[:1500]}"
 
 
 def unlinked(text: str) -> tuple[str, int]:

@@ -379,10 +379,12 @@ def backfill_if_sparse(
     store: Store, client: httpx.Client, url: str, *, threshold: int = SPARSE_BELOW
 ) -> BackfillResult | None:
     """For `serve`: backfill once when the archive holds fewer than `threshold` items and no backfill has
-    succeeded yet. Logs the outcome and never raises; None when nothing was done or it failed (call it again
-    after the next poll: it retries until one backfill succeeds, then does nothing)."""
+    succeeded yet (the demo archive counts as empty: a backfill replaces it). Logs the outcome and never
+    raises; None when nothing was done or it failed (call it again after the next poll: it retries until one
+    backfill succeeds, then does nothing)."""
     try:
-        if store.get_meta(META_BACKFILLED) is not None or store.count_items() >= threshold:
+        sparse = store.count_items() < threshold or store.demo_loaded_at() is not None
+        if store.get_meta(META_BACKFILLED) is not None or not sparse:
             return None
         result = backfill(store, client, url)
     except (IndexReadError, StoreError) as exc:

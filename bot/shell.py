@@ -10,121 +10,67 @@ Slack credentials are needed.
 
 A line that is not a command (its first word is none of `/mlresearch`'s, and it does not start with
 `/mlresearch`) is a question, answered as a direct message would be: `bot.ask.understand`, then
-`bot.conversation.reply_for` (the same reply, headed by what was understood), rendered as text. The session
-is one thread: a follow-up ("and on vision?", "only the on-device ones") builds on the question before it.
+`bot.conversation.understood_reply` (the same reply, headed by what was understood), rendered as text in the
+shell's own words (`bot.shell_text`: no Slack-only sentence). A follow-up ("and on vision?", "only the
+on-device ones") builds on the question before it, as in a Slack thread; `new` starts over.
 
 The archive is created by the first write (a poll, a subscribe), never by starting the shell or reading: on a
-fresh clone with POLL_INTERVAL=0 the banner says the archive is empty and `poll` fills it. With polling on and
-an empty archive, the first screen waits (up to FIRST_POLL_WAIT seconds) for the first poll: when the feed
-cannot be reached it says so, and how to try the bundled snapshot instead (`offline_note`); until the archive
-holds items, reads and questions get that same note rather than "the archive is empty". On a terminal, log
-lines and background news are written through the console, above the prompt, never onto its line.
+fresh clone with POLL_INTERVAL=0 the banner says the archive is empty and `poll` (or `demo`) fills it. With
+polling on and an empty archive, the first screen waits (up to FIRST_POLL_WAIT seconds) for the first poll:
+when the feed cannot be reached it says so and offers the demo archive in one line (`demo`: 72 real posts,
+`bot.demo`); until the archive holds items, reads and questions get one line saying why it is empty, and
+`status` shows the feed's health. On a terminal, log lines and background news are written through the
+console, above the prompt, never onto its line.
 """
 
 from __future__ import annotations
 
-import html
 import logging
-import re
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from datetime import datetime
-from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 import httpx
 
-from bot import digest, research_index
+from bot import demo, digest, research_index
 from bot.ask import Understood, understand
-from bot.blocks import counted, follow_message, item_message
-from bot.commands import HANDLERS, Invocation, Reply, Services, handle, split
+from bot.blocks import follow_message, item_message
+from bot.commands import HANDLERS, Invocation, Services, handle, split
 from bot.config import Settings, redact_url
-from bot.conversation import Question, reply_for
+from bot.conversation import Question, understood_reply
 from bot.deliver import LOCAL_TEAM_ID as SHELL_TEAM_ID
-from bot.errors import IndexReadError, LockTimeout, StoreError
+from bot.errors import Failure, IndexReadError, LockTimeout, StoreError
 from bot.models import DeliveryReport, PollResult
 from bot.pipeline import Pipeline
 from bot.poller import Poller
 from bot.search.index import SearchIndex, meaning_model
+from bot.shell_text import (
+    ASK_HELP,
+    ASKED_BEFORE,
+    BANNER,
+    OFFLINE_EMPTY,
+    RULE,
+    SHELL_CHANNEL_ID,
+    SHELL_CHANNEL_NAME,
+    STARTED_OVER,
+    describe,
+    empty_note,
+    mrkdwn_to_text,
+    offline_note,
+    render,
+    render_reply,
+    shell_help,
+)
 from bot.store import SQLiteStore, Store, open_store, utcnow
 from bot.summarize import Summarizer
 
-SHELL_CHANNEL_ID = "CSHELL"
-SHELL_CHANNEL_NAME = "shell"  # shown as #shell everywhere, as Slack shows a channel by its name
+__all__ = ["SHELL_CHANNEL_ID", "SHELL_CHANNEL_NAME", "SHELL_TEAM_ID", "SHELL_USER_ID", "mrkdwn_to_text",
+           "render", "render_reply", "run"]
+
 SHELL_USER_ID = "USHELL"
 PROMPT = "mlresearch> "
-RULE = "-" * 60
 FIRST_POLL_WAIT = 15.0  # seconds the first screen waits for the first poll of an empty archive
-SNAPSHOT = "tests/data/apple_ml_rss.xml"  # the feed as it stood once, bundled with the repository
-
-_ANGLE = re.compile(r"<([^<>\n]*)>")
-_FORMAT = [
-    re.compile(rf"(?<![\w{m}]){m}(?=\S)([^{m}\n]*?\S){m}(?![\w{m}])") for m in (r"\*", "_", "~")
-]
-
-
-# --- Block Kit -> text -----------------------------------------------------------------------------------
-
-
-def mrkdwn_to_text(text: str) -> str:
-    """Slack mrkdwn as terminal text: `<url|title>` -> `title (url)`, `<#C1>` -> `#C1` (the shell's own
-    channel by its name, `#shell`, as Slack shows a channel), `<@U1>` -> `@U1`, bold/italic/strike markers
-    dropped, entities (`&amp;` `&lt;` `&gt;`) unescaped last."""
-    links: list[str] = []
-
-    def angle(match: re.Match[str]) -> str:
-        target, _, label = match.group(1).partition("|")
-        if target == f"#{SHELL_CHANNEL_ID}":
-            rendered = f"#{SHELL_CHANNEL_NAME}"
-        elif target[:1] in "#@!":
-            shown = label or target[1:].split("^")[0]
-            rendered = (target[0] if target[0] != "!" else "@") + shown
-        elif label and label != target:
-            rendered = f"{label} ({target})"
-        else:
-            rendered = target
-        links.append(html.unescape(rendered))
-        return f"\x00{len(links) - 1}\x00"
-
-    text = _ANGLE.sub(angle, text.replace("\x00", ""))
-    for pattern in _FORMAT:
-        text = pattern.sub(r"\1", text)
-    text = text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
-    return re.sub("\x00(\\d+)\x00", lambda m: links[int(m.group(1))], text)
-
-
-def _text_of(obj: Any) -> str:
-    if not isinstance(obj, dict):
-        return ""
-    text = str(obj.get("text", ""))
-    return mrkdwn_to_text(text) if obj.get("type") == "mrkdwn" else text
-
-
-def render(blocks: Iterable[dict[str, Any]]) -> str:
-    """Block Kit as readable text: sections, context (indented), headers, dividers, link buttons."""
-    out: list[str] = []
-    for block in blocks:
-        kind = block.get("type")
-        if kind == "header":
-            out.append(f"== {_text_of(block.get('text'))} ==")
-        elif kind == "section":
-            parts = [_text_of(block.get("text"))] + [_text_of(f) for f in block.get("fields") or []]
-            out.append("\n".join(p for p in parts if p))
-        elif kind == "context":
-            texts = [_text_of(e) or str(e.get("alt_text", "")) for e in block.get("elements") or []]
-            out.append("   " + "  ".join(t for t in texts if t))
-        elif kind == "divider":
-            out.append(RULE)
-        elif kind == "actions":
-            for element in block.get("elements") or []:
-                if element.get("url"):
-                    out.append(f"   [{_text_of(element.get('text'))}] {element['url']}")
-    return "\n".join(out)
-
-
-def render_reply(reply: Reply) -> str:
-    return render(reply.blocks) or mrkdwn_to_text(reply.text)
-
 
 # --- the console -----------------------------------------------------------------------------------------
 
@@ -229,43 +175,8 @@ class ShellDigester:
         return DeliveryReport(delivered=delivered)
 
 
-def describe(result: PollResult, subscribed: bool) -> str:
-    if result.error:
-        return f"[poll] the feed failed: {result.error}"
-    if result.not_modified:
-        return "[poll] the feed has not changed"
-    if result.baseline:
-        then = "" if subscribed else " once this channel is subscribed (/mlresearch subscribe)"
-        return (
-            f"[poll] first poll: {counted(result.fetched, 'item')} archived as already seen; new items from "
-            f"now on print here{then}"
-        )
-    return f"[poll] fetched {result.fetched}, {result.new} new, {result.delivered} printed here"
-
-
 # they create the archive first; every other command only reads it
 WRITES = ("subscribe", "unsubscribe", "follow", "unfollow")
-
-BANNER = (
-    f"mlresearch-bot shell: this console stands in for a Slack channel, #{SHELL_CHANNEL_NAME}.\n"
-    "Type /mlresearch help (the /mlresearch prefix is optional), `poll` to fetch the feed now, "
-    "`backfill` for every past post, `exit` to leave; anything else is a question "
-    "(“what's new in speech recognition this year?”)."
-)
-
-
-def offline_note(error: str, cwd: Path | None = None) -> str:
-    """What the shell says when the feed could not be read and the archive is empty: the reason, and how to
-    try the bot on the bundled snapshot instead (the exact command in a clone of the repository)."""
-    here = (cwd or Path.cwd()) / SNAPSHOT
-    if here.is_file():
-        how = f"to try the bot offline on the bundled snapshot, start it with `FEED_URL={SNAPSHOT} make run`"
-    else:
-        how = ("to try the bot offline, set FEED_URL to a saved copy of the feed (a path works) and start "
-               "again")
-    return (f"The feed could not be reached, so the archive is still empty ({error}). Type `poll` to try "
-            f"again, or {how}.")
-
 
 class Archive:
     """The shell's store, created (migrated) by the first write (a poll, a subscribe) and not before: starting
@@ -297,20 +208,29 @@ class Archive:
             path = self.store.path
             shown = path if path.is_absolute() or str(path).startswith(".") else f"./{path}"
             where = f" (no database at {shown} yet)"
-        return (
-            f"The archive is empty{where}: type `poll` to fetch the feed's newest items (that creates it); "
-            "`mlresearch-bot backfill` brings in every past post."
-        )
+        return empty_note(where)
+
+    def demo(self) -> bool:
+        """Whether the archive is the demo (`bot.demo`): the first poll or backfill that works replaces it."""
+        return self.ready and self.store.demo_loaded_at() is not None
 
 
 class Session:
-    """What the shell remembers between lines: the question before (the session is one thread) and the last
-    poll's error (while the archive is empty, reads answer with the offline note)."""
+    """What the shell remembers between lines: the question before (a follow-up builds on it; `new` forgets
+    it), the last poll's error (while the archive is empty, reads say why in one line) and whether the archive
+    is the demo (a poll that works replaces it, and says so)."""
 
-    def __init__(self) -> None:
+    def __init__(self, demo: bool = False) -> None:
         self.previous: Understood | None = None
         self.feed_error: str | None = None
         self.first_poll = threading.Event()
+        self.demo = demo
+
+    def polled(self, result: PollResult, archive: Archive) -> str:
+        """The [poll] line of `result`, noting the demo archive it replaced."""
+        self.feed_error = result.error
+        replaced, self.demo = self.demo and not result.error and not archive.demo(), archive.demo()
+        return describe(result, archive.subscribed(), replaced)
 
 
 def run(
@@ -334,7 +254,7 @@ def run(
     services = Services(store=store, settings=settings, slack=None, summarizer=summarizer,
                         index=SearchIndex(store, model=meaning_model(settings)), clock=clock)
     console = Console(stdout)
-    session = Session()
+    session = Session(archive.demo())
     # The poll pipeline of `poll` and `serve` (enrichment included), delivering by printing here.
     pipeline = Pipeline.from_settings(settings, store, deliver=ShellDeliverer(console), client=http_client,
                                       digest=ShellDigester(console))
@@ -350,16 +270,17 @@ def run(
         console.write(f"Polling {shown} every {settings.poll_interval} s in the background.")
 
         def report(result: PollResult) -> None:
-            session.feed_error = result.error
+            said = session.polled(result, archive)
             if result.error and archive.empty() and not session.first_poll.is_set():
                 console.write(offline_note(result.error))  # once; later failures are one [poll] line each
             elif result.error or result.new or result.baseline:
-                console.write(describe(result, archive.subscribed()))
+                console.write(said)
             session.first_poll.set()
 
         poller = pipeline.start(settings.poll_interval, on_result=report)
         if empty_at_start:  # the first screen says whether the feed could be read
             session.first_poll.wait(first_poll_wait)
+    console.write("")  # the first screen ends
     saved_log = _log_through(console) if interactive else None
     try:
         while True:
@@ -375,30 +296,7 @@ def run(
             bare = text.lower().removeprefix("/mlresearch").strip()
             if bare in ("exit", "quit"):
                 break
-            if bare == "poll":
-                console.write(_poll(archive, pipeline, session))
-                continue
-            word, rest = split(text)
-            if word == "backfill":
-                console.write(_backfill(archive, pipeline, rest, console))
-                continue
-            command = word in HANDLERS or text.lower().startswith("/mlresearch")
-            if word in WRITES:
-                archive.ensure()
-            elif (not command or word != "help") and not archive.ready:
-                console.write(archive.empty_note() + "\n")  # a read creates no file
-                continue
-            elif (not command or word != "help") and session.feed_error and archive.empty():
-                console.write(offline_note(session.feed_error) + "\n")
-                continue
-            if command:
-                invocation = Invocation(
-                    text=text, team_id=SHELL_TEAM_ID, channel_id=SHELL_CHANNEL_ID, user_id=SHELL_USER_ID,
-                    channel_name=SHELL_CHANNEL_NAME,
-                )
-                console.write(render_reply(handle(invocation, services)))
-            else:
-                console.write(_ask(text, services, session, clock()))
+            console.write(_answer(text, archive, pipeline, console, session, services, clock()))
             console.write("")
     except KeyboardInterrupt:
         console.write("")
@@ -411,23 +309,80 @@ def run(
     return 0
 
 
+def _answer(text: str, archive: Archive, pipeline: Pipeline, console: Console, session: Session,
+            services: Services, now: datetime) -> str:
+    """The answer to a line: a console word (`poll`, `backfill`, `demo`, `new`), a command, or a question."""
+    word, rest = split(text)
+    said = _console_word(word, rest, archive, pipeline, console, session)
+    if said is not None:
+        return said
+    command = word in HANDLERS or text.lower().startswith("/mlresearch")
+    if command and word in ("help", ""):
+        return render_reply(shell_help())
+    if word in WRITES:
+        archive.ensure()
+    elif not archive.ready:
+        return archive.empty_note()  # a read creates no file
+    elif word != "status" and session.feed_error and archive.empty():
+        return OFFLINE_EMPTY  # status shows the feed's health instead
+    if not command:
+        return _ask(text, services, session, now)
+    invocation = Invocation(text=text, team_id=SHELL_TEAM_ID, channel_id=SHELL_CHANNEL_ID,
+                            user_id=SHELL_USER_ID, channel_name=SHELL_CHANNEL_NAME)
+    return render_reply(handle(invocation, services))
+
+
 def _ask(text: str, services: Services, session: Session, now: datetime) -> str:
-    """A question, answered as a direct message is (`conversation.reply_for`), as text; the session is one
-    thread, so the question before is what a follow-up builds on."""
+    """A question, answered as a direct message is (`conversation.understood_reply`), in the shell's words:
+    what was understood, then the answer; a follow-up builds on the question before it."""
     understood = understand(text, session.previous, now=now.date())
     stamp = f"{now.timestamp():.6f}"
     question = Question(SHELL_TEAM_ID, SHELL_CHANNEL_ID, SHELL_USER_ID, text, stamp, stamp, "")
     try:
-        said, blocks = reply_for(understood, question, services)
+        said, reply = understood_reply(understood, question, services, ASKED_BEFORE)
     except Exception as exc:  # noqa: BLE001 - the shell stays up; one line, no trace
         return f"Sorry, I couldn't answer that: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
     session.previous = understood
-    return render(blocks) or mrkdwn_to_text(said)
+    if reply is None:
+        return ASK_HELP
+    header = f"   {mrkdwn_to_text(said)}\n" if said else ""  # one header: what was understood
+    return header + render_reply(reply)
 
 
-def _backfill(archive: Archive, pipeline: Pipeline, url: str, console: Console) -> str:
+def _console_word(word: str, rest: str, archive: Archive, pipeline: Pipeline, console: Console,
+                  session: Session) -> str | None:
+    """The console's own words, not /mlresearch's: `poll`, `backfill [URL]`, `demo`, `new` (None: another)."""
+    if word == "backfill":
+        return _backfill(archive, pipeline, rest, console, session)
+    if rest:  # "new papers on privacy" is a question
+        return None
+    if word == "poll":
+        return _poll(archive, pipeline, session)
+    if word == "demo":
+        return _demo(archive, session)
+    return _new(session) if word == "new" else None
+
+
+def _new(session: Session) -> str:
+    """`new`: the next question stands on its own."""
+    session.previous = None
+    return STARTED_OVER
+
+
+def _demo(archive: Archive, session: Session) -> str:
+    """`demo`: the bundled archive of real posts, loaded as `mlresearch-bot demo` does (never into a real
+    archive)."""
+    try:
+        result = demo.load(archive.ensure())
+    except (Failure, StoreError) as exc:
+        return f"[demo] {exc}"
+    session.demo = True
+    return f"[demo] {result.line()}. Try `latest`, `search privacy` or a question."
+
+
+def _backfill(archive: Archive, pipeline: Pipeline, url: str, console: Console, session: Session) -> str:
     """`backfill [URL]`: the research index (beside a web feed, else Apple's) merged into the archive, as
-    `mlresearch-bot backfill` does; nothing is printed as new."""
+    `mlresearch-bot backfill` does (it replaces the demo archive); nothing is printed as new."""
     url = url or pipeline.index_url or research_index.DEFAULT_INDEX_URL
     try:
         store = archive.ensure()
@@ -438,6 +393,8 @@ def _backfill(archive: Archive, pipeline: Pipeline, url: str, console: Console) 
     except Exception as exc:  # noqa: BLE001 - the shell stays up; one line, no trace
         return f"[backfill] failed: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
     note = f" ({result.note})" if result.note else ""
+    replaced, session.demo = session.demo, False
+    note += " (the demo archive is replaced)" if replaced else ""
     return (f"[backfill] {result.found} posts in the index: {result.added} added, {result.enriched} "
             f"enriched{note}")
 
@@ -455,11 +412,10 @@ def _log_through(console: Console) -> list[logging.Handler]:
 def _poll(archive: Archive, pipeline: Pipeline, session: Session) -> str:
     try:
         archive.ensure()
-        result = pipeline.poll_once(lock_timeout=5)
-        session.feed_error = result.error
-        if result.error and archive.empty():
-            return offline_note(result.error)
-        return describe(result, archive.subscribed())
+        said = session.polled(pipeline.poll_once(lock_timeout=5), archive)
+        if session.feed_error and archive.empty():
+            return offline_note(session.feed_error)
+        return said
     except LockTimeout:
         return "[poll] a poll is already running; its news will print here"
     except StoreError as exc:

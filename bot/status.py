@@ -31,7 +31,12 @@ def when(moment: datetime | None, now: datetime | None = None) -> str:
     return f"{moment:%Y-%m-%d %H:%M} UTC ({ago})"
 
 
-def feed_lines(state: FeedState | None, count: int, newest: Item | None) -> list[str]:
+DEMO = ("the bundled demo archive: real posts for trying the bot offline, never posted to a channel; the "
+        "first poll or backfill that reaches the feed replaces them")
+
+
+def feed_lines(state: FeedState | None, count: int, newest: Item | None, demo: bool = False) -> list[str]:
+    """The feed's health and the archive (`demo`: it is the demo archive, `bot.demo`, and says so)."""
     if state is None:
         lines = ["*Feed:* not polled yet"]
     else:
@@ -44,7 +49,7 @@ def feed_lines(state: FeedState | None, count: int, newest: Item | None) -> list
             streak = state.error_streak
             lines.append(f"*Errors:* {streak} in a row; last: {error} ({when(state.last_error_at)})")
     newest_is = f" · newest: {citation(newest)}" if newest else ""
-    lines.append(f"*Archive:* {counted(count, 'item')}{newest_is}")
+    lines.append(f"*Archive:* {counted(count, 'item')}" + (f" ({DEMO})" if demo else "") + newest_is)
     return lines
 
 
@@ -73,9 +78,10 @@ def subscription_line(
 
 def status_reply(
     state: FeedState | None, count: int, newest: Item | None, sub: Subscription | None, channel_id: str,
-    disabled: str | None, summaries: str, next_digest: datetime | None = None,
+    disabled: str | None, summaries: str, next_digest: datetime | None = None, demo: bool = False,
 ) -> tuple[str, Blocks]:
-    lines = [*feed_lines(state, count, newest), subscription_line(sub, channel_id, disabled, next_digest)]
+    lines = [*feed_lines(state, count, newest, demo),
+             subscription_line(sub, channel_id, disabled, next_digest)]
     lines.append(f"*Summaries:* {summaries}")
     text = "Status: " + " · ".join(_FORMATTING.sub("", line) for line in lines[:2])
     return text, [section("\n".join(lines))]

@@ -19,12 +19,12 @@ import json
 import logging
 import re
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from bot.config import Settings
 from bot.errors import SummaryError
-from bot.models import Item
+from bot.models import UNDATED, Item
 from bot.modelstream import ModelStreams
 from bot.modeltext import fence_rule, fence_token, fenced, item_text, sensible, unlinked
 from bot.search.analysis import base
@@ -87,11 +87,28 @@ class Summary:
 
     @property
     def first_day(self) -> date:
-        return min(item.published for item in self.items).date()
+        """The first day of the items whose date is known (UNDATED's when none is)."""
+        return min(self._dated, default=UNDATED).date()
 
     @property
     def last_day(self) -> date:
-        return max(item.published for item in self.items).date()
+        return max(self._dated, default=UNDATED).date()
+
+    @property
+    def span(self) -> str:
+        """The days the items span, as people read them: "2026-10-02", "2024-01-08 to 2026-10-02", with
+        " (3 of unknown date)" when some dates are not known (some demo posts: bot.demo)."""
+        dated = self._dated
+        unknown = len(self.items) - len(dated)
+        if not dated:
+            return "dates unknown"
+        first, last = f"{self.first_day:%Y-%m-%d}", f"{self.last_day:%Y-%m-%d}"
+        return (first if first == last else f"{first} to {last}") + \
+            (f" ({unknown} of unknown date)" if unknown else "")
+
+    @property
+    def _dated(self) -> list[datetime]:
+        return [item.published for item in self.items if item.published != UNDATED]
 
     def text(self) -> str:
         """The bullets as plain text with [n] citations."""

@@ -145,19 +145,20 @@ def one_line(message: str) -> tuple[str, Blocks]:
 # --- replies ---------------------------------------------------------------------------------------------
 
 
-def help_reply() -> tuple[str, Blocks]:
+HELP_INTRO = (
+    "*Apple Machine Learning Research, in Slack.* I keep an archive of every paper and update Apple "
+    f"publishes at {SITE}, post new ones in the channels that subscribe, and search and summarize the "
+    "archive for you. Replies are only visible to you unless you share them."
+)
+
+
+def help_reply(intro: str = HELP_INTRO) -> tuple[str, Blocks]:
+    """Every command with an example, under `intro` (Slack's; the shell has its own)."""
     lines = [
         f"• `{COMMAND} {escape(use)}`: {what}\n      e.g. `{COMMAND} {ex}`"
         for use, what, ex in COMMANDS
     ]
-    blocks = [
-        section(
-            "*Apple Machine Learning Research, in Slack.* I keep an archive of every paper and update Apple "
-            f"publishes at {SITE}, post new ones in the channels that subscribe, and "
-            "search and summarize the archive for you. Replies are only visible to you unless you share them."
-        ),
-        section("\n".join(lines)),
-    ]
+    blocks = [section(intro), section("\n".join(lines))]
     return "How to use /mlresearch: " + ", ".join(escape(c[0]) for c in COMMANDS), blocks
 
 
@@ -277,9 +278,6 @@ def citation(item: Item) -> str:
 
 
 def summary_reply(summary: Summary) -> tuple[str, Blocks]:
-    span = f"{summary.first_day:%Y-%m-%d}" if summary.first_day == summary.last_day else (
-        f"{summary.first_day:%Y-%m-%d} to {summary.last_day:%Y-%m-%d}"
-    )
     how = (
         "sentences quoted from the abstracts"
         if summary.method == "extractive"
@@ -291,7 +289,7 @@ def summary_reply(summary: Summary) -> tuple[str, Blocks]:
     for bullet in summary.bullets:
         sources = "; ".join(citation(summary.items[n - 1]) for n in bullet.sources)
         blocks.append(section(f"• {escape(bullet.text)}\n      ↳ {sources}"))
-    blocks.append(context(f"{counted(len(summary.items), 'item')}, {span} · {how}"))
+    blocks.append(context(f"{counted(len(summary.items), 'item')}, {summary.span} · {how}"))
     text = f"What Apple ML Research says about {about}: " + " ".join(
         escape(b.text) for b in summary.bullets
     )

@@ -230,7 +230,7 @@ def test_a_context_naming_a_channel_the_bot_cannot_see_is_one_log_line_and_a_sen
     bot.drain()
     (reply,) = bot.answers("D0ALICE")
     assert "I can't tell which channel you're looking at" in dumped(reply)
-    assert "The newest items" in dumped(reply)  # the whole archive's, not the earlier channel's
+    assert "The 4 newest items" in dumped(reply)  # the whole archive's, not the earlier channel's
 
 
 # --- written answers, streamed --------------------------------------------------------------------------

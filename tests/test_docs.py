@@ -5,12 +5,22 @@ in docs/architecture.md names every module of bot/."""
 
 from __future__ import annotations
 
+import json
 import re
+from datetime import date
 from pathlib import Path
 
 import pytest
 
+from bot import demo
+from bot.ask import understand
 from bot.cli import build_parser
+from bot.commands import Invocation, Services, handle
+from bot.config import Settings
+from bot.conversation import Question, reply_for
+from bot.shell import render
+from bot.store import Store
+from tests.fakes.archive import corpus_index
 from tests.test_deploy import config_variables
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -85,3 +95,43 @@ def test_the_module_map_names_every_module() -> None:
                if p.name not in ("__init__.py", "__main__.py")]
     missing = sorted(m for m in modules if f"`{m}`" not in architecture)
     assert not missing, f"modules missing from docs/architecture.md's module map: {missing}"
+
+
+# what an answer that found nothing, or refused, says (views, commands, home)
+NOTHING = ("No results", "Nothing in the archive", "archive is empty", "I don't know", "Usage:",
+           "nothing was changed", "nothing to summarize", "no other item is close", "can't")
+
+
+def readme_examples() -> list[str]:
+    """The commands of the README's command table, in its order (`/mlresearch …`, `@mlresearch …`), an
+    optional `[part]` left out."""
+    examples = []
+    for row in re.findall(r"^\| (.+?) \| ", (ROOT / "README.md").read_text(), flags=re.MULTILINE):
+        for code in re.findall(r"`([^`]+)`", row):
+            if code.startswith(("/mlresearch ", "@mlresearch ")):
+                examples.append(" ".join(re.sub(r"\[[^\]]*\]", " ", code).split()))
+    return examples
+
+
+def test_every_readme_example_answers_something_real_on_the_demo_archive(store: Store) -> None:
+    examples = readme_examples()
+    assert len(examples) >= 12 and any(e.startswith("@mlresearch ") for e in examples)
+    demo.load(store)
+    services = Services(store, Settings(), index=corpus_index(store))
+    empty: dict[str, str] = {}
+    for example in examples:
+        if example.startswith("@mlresearch "):  # a mention in a channel, answered in its thread
+            asked = Question("T1", "C1", "U1", example.replace("@mlresearch", "<@UBOT>", 1), "1.0", "1.0", "")
+            _text, blocks = reply_for(understand(asked.text, now=date.today()), asked, services)
+        else:
+            blocks = handle(Invocation(example, "T1", "C1", "U1", channel_name="general"), services).blocks
+        answer = render(blocks)
+        # a list of items holds one that has the words, not only ones related by meaning
+        texts = [json.dumps(block, ensure_ascii=False) for block in blocks]
+        items = sum('"text": "*<https://' in t for t in texts if t.startswith('{"text"'))
+        listed = not items or items > sum("related by meaning" in t for t in texts)
+        if not answer.strip() or not listed or any(said in answer for said in NOTHING):
+            empty[example] = answer[:300]
+        if example.endswith((" status", " related hey siri")):  # what each says on the demo
+            assert "bundled demo archive" in answer if "status" in example else "Related to" in answer
+    assert not empty, f"README examples that find nothing on the demo archive: {empty}"

@@ -19,11 +19,11 @@ import pytest
 from bot.ask import understand
 from bot.commands import Services
 from bot.config import Settings
-from bot.conversation import Question, reply_for
+from bot.conversation import Question, reply_for, understood_reply
 from bot.models import Validators
 from bot.route import ingest
 from bot.search.index import SearchIndex, meaning_model
-from bot.shell import SHELL_CHANNEL_ID, SHELL_TEAM_ID, SHELL_USER_ID, SNAPSHOT, mrkdwn_to_text, render, run
+from bot.shell import SHELL_CHANNEL_ID, SHELL_TEAM_ID, SHELL_USER_ID, mrkdwn_to_text, render, run
 from bot.store import SQLiteStore, Store
 from tests.fakes.archive import ARCHIVE, RSS, filled_store, fixture_items
 from tests.fakes.feed_server import FeedServer, Reply
@@ -152,7 +152,8 @@ def test_a_feed_failure_is_one_line(tmp_path: Path) -> None:
     text = out.getvalue()
     assert "The feed could not be reached, so the archive is still empty (" in text
     assert "could not be read" in text
-    assert text.count("The feed could not be reached") == 3  # the poll, then each read of the empty archive
+    assert text.count("The feed could not be reached") == 1  # the poll; then each read says why in one line
+    assert text.count("The archive is empty because the feed could not be reached.") == 2
     assert "Traceback" not in text
 
 
@@ -177,14 +178,14 @@ def test_a_line_that_is_not_a_command_is_a_question_answered_as_a_dm_would_be(
     index = SearchIndex(store, model=meaning_model(settings))
     services = Services(store=store, settings=settings, index=index)
     for question in ("what is new?", "what has apple published on captioning?"):
-        _said, blocks = reply_for(understand(question, now=today.date()), dm, services)
-        assert render(blocks) in text
-    assert "The newest items." in text
+        said, reply = understood_reply(understand(question, now=today.date()), dm, services)
+        assert reply is not None and f"   {mrkdwn_to_text(said)}\n{render(reply.blocks)}" in text
+    assert "The 5 newest items." in text
     assert "Searched for “captioning”." in text
     assert "BalCapRL: A Balanced Framework for RL-Based MLLM Image Captioning (https://" in text
-    # the session is one thread: a follow-up builds on the question before it
-    assert 'Searched for “captioning "on-device"”, keeping this thread\'s topic.' in text
-    assert "Searched for “privacy”, in place of this thread's topic." in text  # "and on X?" asks about X
+    # a follow-up builds on the question before it, said in the shell's words (no thread here)
+    assert 'Searched for “captioning "on-device"”, keeping your last question\'s topic.' in text
+    assert "Searched for “privacy”, in place of your last question's topic." in text  # "and on X?": X
     assert "Traceback" not in text
 
 
@@ -203,31 +204,85 @@ def test_backfill_works_in_the_shell(database_url: str) -> None:
     assert "The archive is empty" not in text.split("[backfill] 14")[1]
 
 
-def test_offline_the_first_screen_says_the_feed_could_not_be_reached_and_how_to_try_the_snapshot(
-    tmp_path: Path,
-) -> None:
+def offline_shell(tmp_path: Path, lines: str) -> str:
+    """`mlresearch-bot shell` in a fresh folder (no clone around it), its feed refused at once, polling."""
     with socket.socket() as probe:  # a port nothing listens on: the connection is refused at once
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     env = shell_env(tmp_path, tmp_path / "unused.xml", interval=600)
     env["FEED_URL"] = f"http://127.0.0.1:{port}/rss.xml"
-    done = subprocess.run(
-        [sys.executable, "-m", "bot", "shell"],
-        input="what is new?\nlatest\nsearch speech\nsummarize diffusion\n",
-        capture_output=True, text=True, timeout=60, cwd=ROOT, env=env,
-    )
+    done = subprocess.run([sys.executable, "-m", "bot", "shell"], input=lines, capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stderr
-    out = done.stdout
-    hint = f"`FEED_URL={SNAPSHOT} make run`"
-    assert (ROOT / SNAPSHOT).is_file()
-    first_screen = out.split("\n\n")[0]  # before the first answer
+    assert "Traceback" not in done.stdout + done.stderr
+    return done.stdout.replace(str(port), "PORT")
+
+
+def test_offline_the_first_screen_offers_the_demo_in_one_line_and_no_backfill(tmp_path: Path) -> None:
+    out = offline_shell(tmp_path, "what is new?\nlatest\nsearch privacy\nqwerty zxcv\nstatus\n")
+    first_screen, *answers = out.split("\n\n")  # each answer ends with a blank line
     assert "The feed could not be reached, so the archive is still empty (" in first_screen
-    assert f"127.0.0.1:{port}/rss.xml could not be reached" in first_screen
-    assert hint in first_screen
-    assert out.count(hint) == 5  # the first screen, then each of the four answers
-    assert "nothing has been fetched yet" not in out and "nothing to search yet" not in out
-    assert "Nothing in the archive is about" not in out and "I don't know" not in out
-    assert "Traceback" not in out + done.stderr
+    assert "127.0.0.1:PORT/rss.xml could not be reached" in first_screen
+    assert "\nType `demo` to load 72 real posts and try it offline.\n" in first_screen + "\n"
+    assert "backfill" not in first_screen  # it fails offline too
+    assert "A question builds on the one before it" in first_screen and "`new` starts over" in first_screen
+    reads, status = answers[:4], answers[4]
+    assert reads == ["The archive is empty because the feed could not be reached. Type `demo` to load 72 "
+                     "real posts and try it offline."] * 4
+    # status shows the feed's health, not the same line again
+    assert status.startswith("Feed: failing · last poll ") and "Errors: 1 in a row; last: " in status
+    assert "Archive: 0 items" in status and "demo" not in status
+
+
+def test_demo_in_the_shell_loads_real_posts_and_status_says_it_is_the_demo(tmp_path: Path) -> None:
+    out = offline_shell(tmp_path, "demo\nlatest 2\nsearch privacy\nstatus\ndemo\n")
+    _first, loaded, latest, privacy, status, again, *_ = out.split("\n\n")
+    assert loaded.startswith("[demo] loaded the demo archive: 72 real posts of Apple ML Research")
+    assert latest.startswith("   The 2 newest items\nNegotiating Ontological Boundaries in User-Authored")
+    assert "results for “privacy”" in privacy and "Learning with Privacy at Scale" in privacy
+    assert "Archive: 72 items (the bundled demo archive: real posts for trying the bot offline, never" \
+        in status and "Feed: failing" in status
+    assert again.startswith("[demo] the demo archive is already loaded (72 real posts); nothing changed")
+    assert SQLiteStore(tmp_path / "shell.db").count_items() == 72
+
+
+SLACK_ONLY = ("Reply in this thread", "in the thread", "only visible to you", "Share in channel",
+              "this thread's")
+
+
+def test_the_shell_speaks_as_a_console_with_one_header_and_a_way_to_start_over(tmp_path: Path) -> None:
+    store = filled_store(tmp_path)
+    settings = Settings(database_url=f"sqlite:///{store.path}", feed_url=str(ARCHIVE), poll_interval=0)
+    out = io.StringIO()
+    lines = ["show me the latest 2", "what is new?", "new", "what has apple published on captioning?",
+             "only the on-device ones", "new", "only the on-device ones", "qwerty zxcv", "new", "hi", "help"]
+    assert run(settings, io.StringIO("\n".join(lines) + "\n"), out) == 0
+    banner, *answers = out.getvalue().split("\n\n")
+    said = dict(zip(range(len(lines)), answers, strict=False))
+    assert "A question builds on the one before it" in banner and "`new` starts over" in banner  # said once
+    for slack_only in SLACK_ONLY:
+        assert slack_only not in out.getvalue(), slack_only
+    assert said[0].startswith("   The 2 newest items.\nIntroducing the Third Generation")
+    assert said[0].count("newest item") == 1  # one header
+    assert said[1].startswith("   The 5 newest items.\n")  # nothing of "latest 2" was a topic to keep
+    assert said[2] == "Starting over: your next question stands on its own."
+    assert said[4].startswith('   Searched for “captioning "on-device"”, keeping your last question\'s')
+    assert said[6].startswith('   Searched for “"on-device"”.\n')  # after `new`: a question of its own
+    assert "No results for “qwerty zxcv”" in said[7]
+    assert said[9].startswith("Ask about Apple's machine learning research in plain words")  # "hi"
+    assert said[10].startswith("Apple Machine Learning Research, in this console.")
+    assert "/mlresearch summarize <topic>" in said[10] and "`demo`, `new`, `exit`" in said[10]
+
+
+def test_slack_keeps_its_thread_wording_and_says_the_header_once(tmp_path: Path) -> None:
+    store = filled_store(tmp_path)
+    settings = Settings(database_url=f"sqlite:///{store.path}")
+    services = Services(store=store, settings=settings)
+    dm = Question(SHELL_TEAM_ID, "D1", SHELL_USER_ID, "show me the latest 2", "1.0", "1.0", "")
+    text, blocks = reply_for(understand(dm.text, now=datetime.now(UTC).date()), dm, services)
+    shown = render(blocks)
+    assert shown.startswith("   The 2 newest items. Reply in this thread to narrow it down")
+    assert shown.count("newest item") == 1 and text.startswith("The 2 newest items. The 2 newest: ")
 
 
 # --- Block Kit -> text -----------------------------------------------------------------------------------

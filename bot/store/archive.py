@@ -13,8 +13,9 @@ from bot.errors import RoutesStale
 from bot.models import Ingested, Item, Routes, Validators
 from bot.store.base import BULK_MERGE, StoreBase
 from bot.store.conn import Conn
+from bot.store.demo import META_DEMO, drop_demo
 from bot.store.digests import queue_digest_items
-from bot.store.feed_state import baselined, touch_feed
+from bot.store.feed_state import _meta, baselined, touch_feed
 from bot.store.ledger import queue_routes
 from bot.store.merge import Batch, Known, enrichment, marks
 from bot.store.models import iso, row_item, utcnow
@@ -36,8 +37,8 @@ class ArchiveMixin(StoreBase):
         if not self.exists():
             return list(items), True
         with self.connect(readonly=True) as db:
-            if not self._has_tables(db, ["meta", "feed_state", "items", "aliases"]):
-                return list(items), True
+            if not self._has_tables(db, ["meta", "feed_state", "items", "aliases"]) or _meta(db, META_DEMO):
+                return list(items), True  # nothing yet, or the demo (which a real poll replaces)
             baseline = not baselined(db, url)
             known = Known.load(db, items)
             return [item for item in items if known.id_of(item) is None], baseline
@@ -50,11 +51,13 @@ class ArchiveMixin(StoreBase):
         state, and the deliveries `routes` holds for the items that are new (`bot.route` decided them from
         a read made before; no model runs here). Each feed's first successful poll is its baseline: its
         items are recorded as seen and nothing is queued (so a feed added later, or a changed FEED_URL,
-        never floods the channels). Raises RoutesStale, writing nothing, when `routes` no longer holds: an
-        item is new that was not routed, or a subscription or follow changed since they were read."""
+        never floods the channels); so is the poll that replaces the demo archive (`bot.store.demo`: its
+        items go first, in this transaction). Raises RoutesStale, writing nothing, when `routes` no longer
+        holds: an item is new that was not routed, or a subscription or follow changed since they were
+        read."""
         now = iso(at or utcnow())
         with self._write() as db:
-            baseline = not baselined(db, url)
+            baseline = drop_demo(db) or not baselined(db, url)
             new, updated = _merge(db, items, now)
             queued = 0
             if not baseline and new:
@@ -97,11 +100,14 @@ class ArchiveMixin(StoreBase):
         """Merge posts from the research index (issue 6) in one transaction. A post the archive knows (same
         canonical link, or its slug is a feed guid) is enriched: the full abstract replaces a shorter or cut
         one, and its authors are filled in; title and date stay the feed's. An unknown post is added when
-        `insert`, never queued for delivery, and this never counts as the baseline poll. Returns
+        `insert`, never queued for delivery, and this never counts as the baseline poll. Inserting replaces
+        the demo archive (`bot.store.demo`: its items go first, in this transaction). Returns
         (added, enriched)."""
         now = iso(at or utcnow())
         added = enriched = 0
         with self._write() as db:
+            if insert:
+                drop_demo(db)
             batch = Batch(Known.load(db, items))
             for done, item in enumerate(items, 1):
                 known = batch.known.id_of(item)
@@ -124,8 +130,8 @@ class ArchiveMixin(StoreBase):
             return len(items), 0
         added = enriched = 0
         with self.connect(readonly=True) as db:
-            if not self._has_tables(db, ["items", "aliases"]):
-                return len(items), 0
+            if not self._has_tables(db, ["meta", "items", "aliases"]) or _meta(db, META_DEMO):
+                return len(items), 0  # nothing yet, or the demo (which a backfill replaces)
             known = Known.load(db, items)
             for item in items:
                 item_id = known.id_of(item)

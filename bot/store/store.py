@@ -6,6 +6,8 @@
                                      merge_index/preview_index (enrichment), get_item(s), latest, count_items,
                                      all_items, change_marker, changed_items
     feed_state.FeedStateMixin        feed state (validators, errors, baseline) and meta
+    demo.DemoMixin                   the bundled demo archive: loaded into an empty archive, replaced by the
+                                     first real poll or backfill (never mixed with real items)
     subscriptions.SubscriptionsMixin subscriptions and workspaces; the audience `bot.route` reads
     ledger.LedgerMixin               the delivery ledger: queue (as routed), claim, settle (sent, failed,
                                      released)
@@ -27,6 +29,7 @@ from __future__ import annotations
 from bot.store.agent import AgentMixin
 from bot.store.archive import ArchiveMixin
 from bot.store.conversations import ConversationsMixin
+from bot.store.demo import DemoMixin
 from bot.store.digests import DigestsMixin
 from bot.store.feed_state import FeedStateMixin
 from bot.store.follows import FollowsMixin
@@ -39,5 +42,5 @@ from bot.store.workers import WorkersMixin
 
 class Store(ArchiveMixin, FeedStateMixin, SubscriptionsMixin, LedgerMixin, InstallationsMixin, DigestsMixin,
             FollowsMixin, ConversationsMixin, VectorsMixin, AgentMixin,
-            WorkersMixin):
+            WorkersMixin, DemoMixin):
     """The store's interface (see the module docstring); build one with `bot.store.open_store(url)`."""
