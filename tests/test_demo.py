@@ -52,7 +52,7 @@ def test_a_built_wheel_ships_the_demo_archive(tmp_path: Path) -> None:
     package_data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
     assert any(fnmatch("data/demo_archive.json", pattern) for pattern in package_data.get("bot", []))
     app = clean_clone(tmp_path / "app")
-    built = subprocess.run([find_uv_bin(), "build", "--wheel", "--offline", "--no-progress", "-o",
+    built = subprocess.run([find_uv_bin(), "build", "--wheel", "--no-progress", "-o",
                             str(tmp_path / "dist"), str(app)], capture_output=True, text=True, timeout=300)
     assert built.returncode == 0, built.stdout + built.stderr
     (wheel,) = (tmp_path / "dist").glob("mlresearch_bot-*.whl")
