@@ -287,6 +287,7 @@ def _poll(settings: Settings, args: argparse.Namespace) -> int:
                             "delivered": 0,
                             "failed": 0,
                             "not_modified": fetched == 0 and not new,
+                            "left_to_others": 0,
                             "dry_run": True,
                             "baseline": baseline,
                             "items": [_item_json(i) for i in new],

@@ -25,7 +25,7 @@ from bot.ask import understand
 from bot.blocks import FALLBACK_TEXT_LIMIT, counted, cut, escape
 from bot.config import Settings
 from bot.errors import SearchError, StoreError
-from bot.models import MAX_WORKSPACE_TOPICS, Subscription
+from bot.models import MAX_KEYWORDS, MAX_WORKSPACE_TOPICS, Subscription
 from bot.search.highlight import matcher_for_text
 from bot.search.index import SearchIndex
 from bot.search.keywords import as_spelled
@@ -44,6 +44,9 @@ SEARCH_RESULTS = 5
 RELATED_RESULTS = 5
 LATEST_DEFAULT = 5
 LATEST_MAX = 20
+# Characters of keywords `subscribe`, `follow` and `unfollow` read at all: MAX_KEYWORDS of MAX_KEYWORD_CHARS,
+# quoted, with about: topics and digest options, fit well within it; more is refused before any parsing.
+MAX_KEYWORDS_TEXT = 2000
 SHAREABLE = ("search", "latest", "summarize")
 C = views.COMMAND
 DIGEST_OPTION = re.compile(r"(?<![^\s,])(digest|at):(\S*)", re.IGNORECASE)
@@ -305,7 +308,20 @@ def cmd_summarize(rest: str, inv: Invocation, services: Services) -> Reply:
     return _shareable(views.summary_reply(summary), summary.searched_for)
 
 
+def _too_long(rest: str, command: str) -> Reply | None:
+    """The one-line refusal of keywords longer than MAX_KEYWORDS_TEXT (None when they fit): refused before
+    they are parsed, so a pasted wall of text costs a request thread nothing."""
+    if len(rest) <= MAX_KEYWORDS_TEXT:
+        return None
+    return line(f"That is {len(rest):,} characters of keywords; `{C} {command}` reads at most "
+                f"{MAX_KEYWORDS_TEXT:,} ({MAX_KEYWORDS} keywords of up to {MAX_KEYWORD_CHARS} characters), "
+                "so nothing was changed.")
+
+
 def cmd_subscribe(rest: str, inv: Invocation, services: Services) -> Reply:
+    refused = _too_long(rest, "subscribe")
+    if refused is not None:
+        return refused
     if _is_dm(inv):
         return line(
             "I can't post new items into a direct message. Run `/mlresearch subscribe` in the channel where "
@@ -480,6 +496,9 @@ def cmd_unsubscribe(rest: str, inv: Invocation, services: Services) -> Reply:
 
 
 def cmd_follow(rest: str, inv: Invocation, services: Services) -> Reply:
+    refused = _too_long(rest, "follow")
+    if refused is not None:
+        return refused
     rest, topics = about_topics(rest)  # about:"topic": matched by meaning, as a subscription's
     keywords = split_keywords(rest) + topics
     if not keywords:
@@ -499,6 +518,9 @@ def cmd_follow(rest: str, inv: Invocation, services: Services) -> Reply:
 
 
 def cmd_unfollow(rest: str, inv: Invocation, services: Services) -> Reply:
+    refused = _too_long(rest, "unfollow")
+    if refused is not None:
+        return refused
     rest, topics = about_topics(rest)
     keywords = split_keywords(rest) + topics
     if rest and not keywords:

@@ -123,6 +123,8 @@ class Deliverer:
     # a worker's: team -> clock time before which nothing is posted to it; (team, Retry-After) of a 429
     hold: Callable[[str], float | None] | None = None
     on_ratelimited: Callable[[str, float], None] | None = None
+    # a worker's: (team, channel) -> its claim holder's id, or None once the channel may be another's
+    fence: Callable[[str, str], str | None] | None = None
     refill_wait: float = 0.5  # seconds before `more` is asked again after it had nothing
     top_up_every: float = 2.0  # seconds between two asks of `more` while the pool is busy (see schedule)
     _down: dict[str, str] = field(default_factory=dict, init=False)
@@ -145,7 +147,7 @@ class Deliverer:
         """A delivery run over `store` (a session): its posting policy, and what it learns of workspaces."""
         self._down = {}
         store.close_orphan_batches()
-        posting = Posting(self.pace, self.backoff, self.max_attempts, self.clock, self.hold)
+        posting = Posting(self.pace, self.backoff, self.max_attempts, self.clock, self.hold, self.fence)
         return Run(store, posting)
 
     def report(self, run: Run, rows: int, started: float) -> DeliveryReport:

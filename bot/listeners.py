@@ -538,12 +538,16 @@ class _Listeners:
         self.services.store.forget_workspace(team_id)
         log.info("event=workspace_forgotten team=%s reason=app_uninstalled", team_id)
 
-    def tokens_revoked(self, event: dict[str, Any], context: BoltContext) -> None:
-        if not (event.get("tokens") or {}).get("bot"):
+    def tokens_revoked(self, body: dict[str, Any], event: dict[str, Any], context: BoltContext) -> None:
+        revoked = (event.get("tokens") or {}).get("bot")
+        if not revoked:
             return  # only user tokens went away; the bot token still works
         team_id = _team(context, event)
         if not team_id:
             return
+        if not isinstance(revoked, list) or not _revokes_own_bot(body, context, team_id, revoked):
+            log.info("event=tokens_revoked_ignored team=%s reason=not_this_workspaces_bot", team_id)
+            return  # another workspace's bot user (a shared channel's): this one's token still works
         self.services.store.forget_workspace(team_id)
         log.info("event=workspace_forgotten team=%s reason=tokens_revoked", team_id)
 
@@ -625,6 +629,22 @@ def _team(context: dict[str, Any], event: dict[str, Any] | None = None) -> str:
     if not team_id and event is not None:
         log.info("event=no_workspace type=%s", str(event.get("type"))[:40])
     return team_id
+
+
+def _revokes_own_bot(body: dict[str, Any], context: BoltContext, team_id: str, revoked: list[Any]) -> bool:
+    """Whether `revoked` (tokens_revoked's `tokens.bot`: user IDs) holds our bot user in the workspace Bolt
+    authorized (`team_id`): Bolt's `bot_user_id`, or, as Bolt authorizes this event without a token, the bot
+    authorization Slack signed into the body for that workspace (its installation's bot user); none there
+    (authorizations of people only): not known to be ours. A body without authorizations is authorized for
+    its own `team_id`, the workspace whose token went."""
+    own = context.get("bot_user_id")
+    if own:
+        return own in revoked
+    grants = [g for g in body.get("authorizations") or [] if isinstance(g, dict)]
+    if not grants:
+        return True
+    bots = {g.get("user_id") for g in grants if g.get("team_id") == team_id and g.get("is_bot")}
+    return any(user in bots for user in revoked if user)
 
 
 def _channel(event: dict[str, Any]) -> str:

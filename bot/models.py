@@ -200,6 +200,7 @@ class SearchFilters:
 class DeliveryReport:
     delivered: int = 0
     failed: int = 0
+    left: int = 0  # open posts left to other processes (workers, or a live holder of their channels)
 
 
 @dataclass(frozen=True)
@@ -213,6 +214,7 @@ class PollResult:
     updated: int = 0
     error: str | None = None
     new_items: list[Item] = field(default_factory=list)
+    left_to_others: int = 0  # open posts this poll left to other processes (PostgreSQL: workers, claims)
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -221,6 +223,7 @@ class PollResult:
             "delivered": self.delivered,
             "failed": self.failed,
             "not_modified": self.not_modified,
+            "left_to_others": self.left_to_others,
         }
 
 

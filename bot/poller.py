@@ -90,7 +90,8 @@ def _cycle(
     report = deliver(store) if deliver is not None else DeliveryReport()
     if digest is not None:  # digests count as delivered messages
         digested = _digests(store, digest)
-        report = DeliveryReport(report.delivered + digested.delivered, report.failed + digested.failed)
+        report = DeliveryReport(report.delivered + digested.delivered, report.failed + digested.failed,
+                                report.left)
     if enrich is not None and not baseline:
         # After ingest and delivery, so it can change neither what is new nor what is queued.
         try:
@@ -107,6 +108,7 @@ def _cycle(
         updated=updated,
         error=error,
         new_items=new_items,
+        left_to_others=report.left,
     )
     log.info(
         "event=poll fetched=%d new=%d updated=%d delivered=%d failed=%d not_modified=%s baseline=%s ok=%s",

@@ -152,6 +152,10 @@ class Posting:
     clock: Callable[[], float]
     # team -> the clock time before which nothing is posted to it (a 429 another worker saw), or None
     hold: Callable[[str], float | None] | None = None
+    # a worker's: (team, channel or person) -> the claim holder whose channel claim a row's claim must still
+    # name, or None when this process may no longer hold the channel (its claims' database session ended,
+    # its lease may have lapsed while it stalled, another took it): then nothing more is posted there
+    fence: Callable[[str, str], str | None] | None = None
     # an item's message, built once per run for all the channels it goes to (Block Kit through slack_sdk's
     # models is a third of a post's CPU): (item, matched, to a person, text only) -> message, no thread_ts
     built: dict[tuple[Any, ...], dict[str, Any]] = field(default_factory=dict, compare=False, repr=False)
@@ -176,13 +180,17 @@ class Posting:
                 fail(store, ch, job, f"gave_up after {attempts} attempts: {last_error}")
                 return None
             yield from self._wait_turn(ch)  # pacing and holds before the claim: a stop here leaves it pending
-            if not _claim(store, job, state):
-                raise Defer  # changed under us (unsubscribed, paused): leave the channel alone
+            holder = self.fence(*_key(ch)) if self.fence is not None else None
+            if self.fence is not None and holder is None:
+                raise Defer  # the channel may be another's now: leave it (and this row) to it
+            if not _claim(store, job, state, holder):
+                raise Defer  # changed under us (unsubscribed, paused, taken over): leave the channel alone
             state, attempts, claimed_at = "posting", attempts + 1, utcnow()
             try:
                 ts, code, status = yield from self._attempt(ch, job)
             except GeneratorExit:  # closed (a worker stopping) at a wait before a post: nothing was sent
-                _release(store, job, "stopped before posting")
+                if self.fence is None or self.fence(*_key(ch)) is not None:  # else: the next holder's
+                    _release(store, job, "stopped before posting")
                 raise
             if ts is not None:
                 _settle_sent(store, job, ts)
@@ -268,6 +276,10 @@ class Posting:
 
     def _post(self, ch: Channel, message: dict[str, Any]) -> Step:
         yield from self._wait_turn(ch)
+        if self.fence is not None and self.fence(*_key(ch)) is None:
+            # Claimed, then stalled (or lost the session) long enough that another may hold the channel now:
+            # not posted; the row stays `posting`, so whoever holds the channel looks for it before posting.
+            raise Defer
         try:
             response = ch.poster.chat_postMessage(channel=ch.channel_id, **message)
         finally:  # paced from the answer: a request slow to reach Slack never lands closer to the next one
@@ -339,12 +351,17 @@ def _find_post(ch: Channel, job: Job, claimed_at: datetime) -> str | None:
         raise Defer from None
 
 
+def _key(ch: Channel) -> tuple[str, str]:
+    """The (team, channel or person) a channel's claim is keyed by (a follow's: the person, not the DM)."""
+    return ch.team_id, ch.person or ch.channel_id
+
+
 # settling ------------------------------------------------------------------------------------------
-def _claim(store: Store, job: Job, state: str) -> bool:
+def _claim(store: Store, job: Job, state: str, holder: str | None) -> bool:
     if job.batch is not None:
-        return store.claim_batch(job.batch.id, expected_state=state)
+        return store.claim_batch(job.batch.id, expected_state=state, holder=holder)
     assert job.row is not None
-    return store.claim(job.row.id, expected_state=state)
+    return store.claim(job.row.id, expected_state=state, holder=holder)
 
 
 def _release(store: Store, job: Job, reason: str) -> None:

@@ -17,12 +17,21 @@
     SIGTERM    claim nothing more, let each post in flight finish, close every channel's step at its next
                wait (its row stays pending), release every claim, drop the heartbeat; well within the 30 s
                Heroku gives
-    SIGKILL    the claims stay until their lease (WORKER_LEASE, 30 s) ends; then any worker (or serve's
-               poller) claims the channels and reconciles their `posting` rows by message metadata
+    SIGKILL    the claims die with the process's database session (`ClaimHolder`, a session advisory lock):
+               any worker (or serve's poller, or the next `poll`) claims the channels at once and reconciles
+               their `posting` rows by message metadata; a live worker's heartbeat counts only while its
+               session lives, so a poll after a killed worker delivers too
+    session    a worker whose claim session ended while it lives (the database restarted, a terminated
+               backend) posts nothing more under those claims: it ends the run and claims again under a new
+               id. Before each row's claim and again before each post a worker checks that it still holds
+               the channel: its session alive, the channel's lease renewed (a worker that stalled past its
+               lease, a frozen VM, may have lost it) and not taken; a row's claim is also fenced in the
+               database by the channel's claim row
 
-`for_poller` is the delivery step of a poll on PostgreSQL (`serve`'s elected poller, `poll`): while a worker
-is alive it leaves delivery (and digests) to the workers; otherwise it delivers exactly as a worker does,
-claims and all, so a worker that starts meanwhile never posts the same row.
+`PollerDelivery` is the delivery step of a poll on PostgreSQL (`serve`'s elected poller, `poll`): while a
+worker is alive it leaves delivery (and digests) to the workers; otherwise it delivers exactly as a worker
+does, claims and all, so a worker that starts meanwhile never posts the same row; channels another live
+process keeps are claimed as soon as they are free, for at most WORKER_LEASE, and what is left is counted.
 """
 
 from __future__ import annotations
@@ -41,7 +50,7 @@ from bot.deliver import LOCAL_TEAM_ID, Deliverer, Step
 from bot.errors import LockTimeout, StoreError, UsageError
 from bot.models import DeliveryReport
 from bot.store import MIGRATIONS, Store
-from bot.store.workers import IDENTITY_KEY
+from bot.store.workers import IDENTITY_KEY, ClaimHolder
 
 log = logging.getLogger("bot.worker")
 
@@ -51,6 +60,7 @@ DISCOVER_EVERY = 2.0  # seconds between two looks for channels with new open row
 DIGEST_EVERY = 10.0  # seconds between two looks for due digests
 IDLE_WAIT = 0.5  # seconds a worker with nothing to claim waits before it looks again
 DATABASE_WAIT = 5.0  # seconds a worker waits after the database failed a run
+OTHERS_WAIT = 0.5  # seconds between two tries of a poll for the channels another live process keeps
 HOLD_WAITS, MAX_HOLD_WAIT = 4, 60.0  # serve's poller waits out a workspace's hold this often, this long
 
 Deliver = Callable[[Store], DeliveryReport]
@@ -81,7 +91,7 @@ def new_worker_id() -> str:
 
 
 def workers_alive(store: Store, lease: float) -> int:
-    """How many workers have beaten within the last `lease` seconds."""
+    """How many workers have beaten within the last `lease` seconds and hold their database session."""
     return len(store.live_workers(time.time(), lease))
 
 
@@ -101,10 +111,16 @@ class Worker:
     _holds: dict[str, float] = field(default_factory=dict, init=False)
     _holds_read: float = field(default=0.0, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+    _holder: ClaimHolder | None = field(default=None, init=False)
+    # each channel held: [when it was claimed, until when it is surely ours] (monotonic clock)
+    _claims: dict[tuple[str, str], list[float]] = field(default_factory=dict, init=False)
+    _told_lost: bool = field(default=False, init=False)
+    _sessions: int = field(default=0, init=False)
 
     def __post_init__(self) -> None:
         self.deliverer.hold = self._hold
         self.deliverer.on_ratelimited = self._ratelimited
+        self.deliverer.fence = self._fence
 
     # the loop ---------------------------------------------------------------------------------------------
 
@@ -114,6 +130,7 @@ class Worker:
         beating = threading.Event()
         beat = threading.Thread(target=self._beat, args=(beating,), name="heartbeat", daemon=True)
         delivered = failed = 0
+        self._holding()  # first the session its claims (and its heartbeat's liveness) live with
         if self.register:
             self._heartbeat()
             log.info("event=worker_started worker=%s lease=%g", self.worker_id, self.lease)
@@ -142,13 +159,23 @@ class Worker:
             beating.set()
             if beat.is_alive():
                 beat.join(5)
+            released = self.close()
             with suppress(StoreError):
-                released = self.store.release_all(self.worker_id)
                 if self.register:
                     self.store.forget_worker(self.worker_id)
-                log.info("event=worker_stopped worker=%s released=%d delivered=%d failed=%d",
-                         self.worker_id, released, delivered, failed)
+            log.info("event=worker_stopped worker=%s released=%d delivered=%d failed=%d",
+                     self.worker_id, released, delivered, failed)
         return DeliveryReport(delivered=delivered, failed=failed)
+
+    def close(self) -> int:
+        """Give back every channel held and end the claims' session; how many channels were given back."""
+        released = 0
+        with suppress(StoreError):
+            released = self.store.release_all(self.worker_id)
+        if self._holder is not None:
+            self._holder.close()
+            self._holder = None
+        return released
 
     def deliver(self, stop: threading.Event | None = None) -> DeliveryReport:
         """One run: claim channels while the pool has room, post their rows, release them; returns when
@@ -157,13 +184,14 @@ class Worker:
         held: set[tuple[str, str]] = set()
         rows = 0
         discovered = [-DISCOVER_EVERY]
+        holder = self._holding()
         with self.store.session() as session:
             run = self.deliverer.begin(session)
 
             def more() -> dict[tuple[str, str], Step]:
                 nonlocal rows
-                if stop is not None and stop.is_set():
-                    return {}
+                if (stop is not None and stop.is_set()) or not self._session_alive():
+                    return {}  # stopping, or our claims died with our session: claim nothing more
                 if time.monotonic() - discovered[0] >= DISCOVER_EVERY:
                     discovered[0] = time.monotonic()
                     session.discover_channels(LOCAL_TEAM_ID)
@@ -172,13 +200,16 @@ class Worker:
                     room = min(self.chunk or 4 * self.deliverer.pool_size, self.max_held - len(held))
                 if room <= 0:
                     return {}
-                claimed = session.claim_channels(self.worker_id, room, now=time.time(), lease=self.lease)
+                asked = time.monotonic()
+                claimed = session.claim_channels(holder.id, room, now=time.time(), lease=self.lease)
                 if not claimed:
                     return {}
                 with self._lock:  # a channel this run already serves (its lease lapsed) gets no second step
                     claimed = [(t, c, at) for t, c, at in claimed if (t, c) not in held]
                     keys = [(team, channel) for team, channel, _ in claimed]
                     held.update(keys)
+                    for key in keys:
+                        self._claims[key] = [asked, asked + self.lease - self._margin]
                 if not keys:
                     return {}
                 found = session.open_deliveries_of(keys)
@@ -194,14 +225,15 @@ class Worker:
                 ch = run.channels.get(key)
                 last = self._to_wall(ch.last_post) if ch is not None and ch.last_post is not None else None
                 try:
-                    session.release_channel(self.worker_id, key[0], key[1], last)
+                    session.release_channel(holder.id, key[0], key[1], last)
                 except StoreError as exc:  # the lease ends it anyway
                     log.warning("event=release_failed team=%s channel=%s error=%r", key[0], key[1], str(exc))
                 with self._lock:
                     held.discard(key)
+                    self._claims.pop(key, None)
 
             renewing = threading.Event()
-            renew = threading.Thread(target=self._renew, args=(renewing,), name="leases", daemon=True)
+            renew = threading.Thread(target=self._renew, args=(renewing, holder), name="leases", daemon=True)
             renew.start()
             try:
                 self.deliverer.schedule({}, more=more, done=done, stop=stop)
@@ -226,7 +258,62 @@ class Worker:
             log.exception("event=digest_crashed")
         return DeliveryReport()
 
-    # heartbeat and leases -------------------------------------------------------------------------------
+    # the claims' session, heartbeat and leases -----------------------------------------------------------
+
+    def _holding(self) -> ClaimHolder:
+        """The session this process's claims live and die with (`Store.hold_claims`): opened at the first
+        run, and again after one was lost, under a new id (`worker_id` + "/n"): the lost one's claims are
+        anyone's now, this process's included, and its heartbeat no longer counts."""
+        holder = self._holder
+        if holder is not None and holder.alive():
+            return holder
+        if holder is not None:
+            holder.close()
+            self._holder = None
+            lost, self._sessions = self.worker_id, self._sessions + 1
+            self.worker_id = f"{lost.split('/')[0]}/{self._sessions}"
+            if self.register:
+                with suppress(StoreError):
+                    self.store.forget_worker(lost)
+        self._holder = self.store.hold_claims(self.worker_id)
+        self._told_lost = False
+        if self.register and holder is not None:
+            self._heartbeat()
+        return self._holder
+
+    @property
+    def _margin(self) -> float:
+        """How long before its lease ends a channel is treated as lost (the clocks of two hosts differ)."""
+        return min(self.lease / 6, 5.0)
+
+    def _session_alive(self) -> bool:
+        holder = self._holder
+        if holder is not None and holder.alive():
+            return True
+        self._say_lost()
+        return False
+
+    def _fence(self, team_id: str, channel_id: str) -> str | None:
+        """The holder id a row's claim in this channel must still find on the channel's claim row, or None
+        when the channel may be another's now: the session holding this process's claims ended, or the
+        channel's lease was not renewed in time (this process stalled) or was renewed without it (taken)."""
+        holder = self._holder
+        if holder is None or not self._session_alive():
+            return None
+        with self._lock:
+            claim = self._claims.get((team_id, channel_id))
+        if claim is None or time.monotonic() >= claim[1]:
+            return None
+        return holder.id
+
+    def _say_lost(self) -> None:
+        with self._lock:
+            if self._told_lost:
+                return
+            self._told_lost = True
+        log.warning("event=claims_lost worker=%s detail=\"the database session holding this process's "
+                    "channel claims ended; it posts nothing more under them and claims again\"",
+                    self.worker_id)
 
     def _heartbeat(self) -> None:
         self.store.heartbeat(self.worker_id, host=socket.gethostname(), pid=os.getpid(),
@@ -239,13 +326,25 @@ class Worker:
             except StoreError as exc:  # the database is away: the next beat retries
                 log.warning("event=heartbeat_failed worker=%s error=%r", self.worker_id, str(exc)[:300])
 
-    def _renew(self, stopping: threading.Event) -> None:
-        """Renew the leases of the channels held, every lease/3 seconds, while a run goes on."""
+    def _renew(self, stopping: threading.Event, holder: ClaimHolder) -> None:
+        """Renew the leases of the channels held, every lease/3 seconds, while a run goes on; and make sure
+        the claims' session is still there (one the network cut off says nothing on its own)."""
         while not stopping.wait(self.lease / 3):
+            if not holder.check():
+                self._say_lost()
+                return
+            asked = time.monotonic()
             try:
-                self.store.renew_claims(self.worker_id, now=time.time(), lease=self.lease)
+                kept = self.store.renew_claims(holder.id, now=time.time(), lease=self.lease)
             except StoreError as exc:  # the database is away: the leases may run out; the next one retries
-                log.warning("event=renew_failed worker=%s error=%r", self.worker_id, str(exc)[:300])
+                log.warning("event=renew_failed worker=%s error=%r", holder.id, str(exc)[:300])
+                continue
+            with self._lock:
+                for key, claim in self._claims.items():
+                    if key in kept:
+                        claim[1] = asked + self.lease - self._margin
+                    elif claim[0] < asked:  # claimed before, not renewed: another holds it now
+                        claim[1] = float("-inf")
 
     # shared 429 holds -----------------------------------------------------------------------------------
 
@@ -305,19 +404,43 @@ class PollerDelivery:
     def __call__(self, store: Store) -> DeliveryReport:
         alive = workers_alive(store, self.lease)
         if alive:
-            log.info("event=delivery_left_to_workers workers=%d", alive)
-            return DeliveryReport()
+            left = store.count_open(LOCAL_TEAM_ID)
+            log.info("event=delivery_left_to_workers workers=%d rows=%d", alive, left)
+            return DeliveryReport(left=left)
         worker = Worker(store, self.deliverer, lease=self.lease, register=False,
-                        worker_id=f"poller:{socket.gethostname()}:{os.getpid()}")
-        report = worker.deliver()
-        for _ in range(HOLD_WAITS):  # a 429 held a workspace: wait it out, as slack_sdk's retries did
-            holds = store.workspace_holds(time.time())
-            if not holds:
+                        worker_id=f"poller:{new_worker_id()}")
+        try:
+            report = worker.deliver()
+            for _ in range(HOLD_WAITS):  # a 429 held a workspace: wait it out, as slack_sdk's retries did
+                holds = store.workspace_holds(time.time())
+                if not holds:
+                    break
+                time.sleep(min(max(holds.values()) - time.time(), MAX_HOLD_WAIT))
+                more = worker.deliver()
+                report = DeliveryReport(report.delivered + more.delivered, report.failed + more.failed)
+            return self._others(store, worker, report)
+        finally:
+            worker.close()
+
+    def _others(self, store: Store, worker: Worker, report: DeliveryReport) -> DeliveryReport:
+        """Channels another live process keeps (a worker that started during this run, one stalled): each is
+        claimed as soon as it is free, for at most a lease; what is still kept then (or, once a worker is
+        alive, everything open: the workers deliver it) is counted as left to others."""
+        deadline = time.monotonic() + self.lease
+        while True:
+            if workers_alive(store, self.lease):
+                left = store.count_open(LOCAL_TEAM_ID)
                 break
-            time.sleep(min(max(holds.values()) - time.time(), MAX_HOLD_WAIT))
+            left = store.held_by_others(worker.worker_id, time.time(), LOCAL_TEAM_ID)
+            if not left or time.monotonic() >= deadline:
+                break
+            time.sleep(min(OTHERS_WAIT, max(deadline - time.monotonic(), 0.0)))
             more = worker.deliver()
             report = DeliveryReport(report.delivered + more.delivered, report.failed + more.failed)
-        return report
+        if left:
+            log.info("event=delivery_left_to_others rows=%d detail=\"another live process keeps their "
+                     "channels: it posts them\"", left)
+        return DeliveryReport(report.delivered, report.failed, left)
 
 
 @dataclass

@@ -19,6 +19,7 @@ from bot.app import build_app
 from bot.config import Settings
 from bot.server import EVENTS_PATH, Router
 from bot.store import Store
+from tests import slack_docs
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.slack_sender import APP_ID, SECRET, TOKEN, signed_headers
 
@@ -80,6 +81,17 @@ def test_a_channel_event_changes_the_authorized_workspace_only(
 def test_an_uninstall_forgets_the_authorized_workspace_only(app: Router, both: Store) -> None:
     assert post_event(app, {"type": "tokens_revoked", "tokens": {"bot": ["UFAKEBOT"], "oauth": []}}) == 200
     assert subscribed(both) == {OTHER}
+
+
+def test_another_workspaces_revoked_bot_token_forgets_nothing(app: Router, both: Store) -> None:
+    """Slack's documented event (tests/data/slack/tokens_revoked.txt): `tokens.bot` is an array of the user
+    IDs of the bot users whose tokens were revoked, here UXXXXXXXX: the other workspace's bot user (the
+    body's team_id), while the event is authorized for ours, whose bot user is UFAKEBOT. Only our own bot
+    user's revocation forgets our workspace."""
+    event = slack_docs.parsed("tokens_revoked")["event"]
+    assert event["tokens"]["bot"] == ["UXXXXXXXX"]
+    assert post_event(app, event) == 200
+    assert subscribed(both) == {OURS, OTHER}
 
 
 def test_the_app_home_is_built_for_the_authorized_workspace(

@@ -52,6 +52,7 @@ def test_poll_then_search_shows_the_archive_working(cwd):
         "delivered": 0,
         "failed": 0,
         "not_modified": False,
+        "left_to_others": 0,
     }
     assert (cwd / "mlresearch.db").exists()
     found = run(cwd, "search", "captioning", "--json")
@@ -84,7 +85,8 @@ def test_poll_over_http_then_304(cwd, feed_server):
     url = feed_server.feed("/rss.xml", RSS_PATH.read_bytes(), etag='"v1"')
     assert json.loads(run(cwd, "poll", "--json", FEED_URL=url).stdout)["fetched"] == 10
     second = json.loads(run(cwd, "poll", "--json", FEED_URL=url).stdout)
-    assert second == {"fetched": 0, "new": 0, "delivered": 0, "failed": 0, "not_modified": True}
+    assert second == {"fetched": 0, "new": 0, "delivered": 0, "failed": 0, "not_modified": True,
+                      "left_to_others": 0}
     assert feed_server.requests_to("/rss.xml")[1].header("If-None-Match") == '"v1"'
 
 

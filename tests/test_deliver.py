@@ -325,7 +325,7 @@ def test_poll_json_counts_delivered_and_failed(tmp_path: Path, slack_api: FakeSl
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"fetched": 12, "new": 2, "delivered": 4, "failed": 2,
-                                       "not_modified": False}
+                                       "not_modified": False, "left_to_others": 0}
     assert "event=subscription_paused team=T0001 channel=C3 reason=is_archived" in done.stderr
 
 

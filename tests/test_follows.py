@@ -118,6 +118,24 @@ def test_follow_without_words_explains_and_changes_nothing(store: Store) -> None
     assert store.follows(TEAM, ALICE) == []
 
 
+@pytest.mark.parametrize("command", ["subscribe", "follow", "unfollow"])
+def test_a_wall_of_keywords_is_refused_in_one_line_before_it_is_read(command: str, store: Store) -> None:
+    """60,000 keywords (a paste gone wrong) took 12.6 s of a request thread, to keep 20 of them: more than
+    MAX_KEYWORDS_TEXT characters are refused at once, in one line, and nothing changes."""
+    ask(store, "follow privacy")
+    ask(store, "subscribe privacy")
+    wall = " ".join(f"kw{n}" for n in range(60_000))
+    reply = ask(store, f"{command} {wall}")
+    assert reply.text.count("\n") == 0 and "nothing was changed" in reply.text
+    assert f"`/mlresearch {command}` reads at most 2,000" in reply.text and "20 keywords" in reply.text
+    assert store.follows(TEAM, ALICE) == ["privacy"]
+    assert store.get_subscription(TEAM, CHANNEL).keywords == ("privacy",)  # type: ignore[union-attr]
+    near = " ".join(f"k{n:03d}" for n in range(399))  # 1,995 characters: read, the first 20 kept
+    assert "nothing was changed" not in ask(store, f"subscribe {near}").text
+    kept = store.get_subscription(TEAM, CHANNEL)
+    assert kept is not None and kept.keywords == tuple(f"k{n:03d}" for n in range(20))
+
+
 def test_follows_work_in_a_direct_message_and_survive_a_restart(store: Store, database_url: str) -> None:
     assert "Following `privacy`" in ask(store, "follow privacy", channel="D0ALICE").text
     reopened = open_store(database_url)

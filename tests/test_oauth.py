@@ -349,7 +349,7 @@ def test_an_uninstall_forgets_the_workspace(
     assert len(ingest(store, str(home / "feed.xml"), parse(feed.read_bytes()), Validators()).new) == 2
     assert {d.team_id for d in store.open_deliveries()} >= {team, other}
     body = {"type": event, **({"tokens": {"bot": ["UBOT" + team]}} if event == "tokens_revoked" else {})}
-    status, _raw = bot.event(body, team=team)
+    status, _raw = bot.event(body, team=team, bot_user="UBOT" + team)
     assert status == 200
     wait_until(lambda: store.find_installation(team, None) is None, what="the installation to go")
     assert store.subscriptions(team) == []

@@ -42,9 +42,10 @@ def test_the_first_poll_is_the_baseline_and_delivers_nothing(feed_server, store,
     assert store.open_deliveries() == []
 
 
-def test_as_json_has_exactly_the_contract_keys(feed_server, store, client):
+def test_as_json_has_the_contract_keys_and_what_was_left_to_others(feed_server, store, client):
     result = poll_once(store, client, feed_server.feed("/rss.xml", RSS))
-    assert set(result.as_json()) == {"fetched", "new", "delivered", "failed", "not_modified"}
+    assert set(result.as_json()) == {"fetched", "new", "delivered", "failed", "not_modified",
+                                     "left_to_others"}
 
 
 def test_an_unchanged_feed_costs_one_conditional_get_no_parse_no_item_write(

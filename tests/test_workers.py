@@ -1,14 +1,17 @@
 """Worker processes (issue 22): several `mlresearch-bot worker` processes share the ledger through one
 PostgreSQL database; each row is posted once, a channel's posts keep their order and pacing, SIGTERM releases
-everything, a SIGKILLed worker's channels are reconciled by another after the lease, a 429 holds the
-workspace for every worker, and a worker refuses a database it must not serve."""
+everything, a SIGKILLed worker's channels are taken over at once (its claims die with its database session,
+issue 53), a stalled one's after its lease, a 429 holds the workspace for every worker, and a worker refuses
+a database it must not serve."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +24,7 @@ from bot.models import DeliveryReport, Validators
 from bot.route import ingest
 from bot.slackweb import make_client
 from bot.store import Store, open_store
-from bot.worker import PollerDelivery
+from bot.worker import PollerDelivery, Worker
 from tests.fakes.slack_api import FakeSlack
 from tests.test_deliver import assert_exactly_once, feed_file, posted_items
 from tests.test_multiprocess import NEW, RSS, TEAM, bot_env
@@ -129,10 +132,10 @@ def test_sigterm_stops_at_once_releasing_everything_and_another_worker_finishes(
 
 
 @pytest.mark.postgres
-def test_a_sigkilled_workers_channels_are_reconciled_after_its_lease(
+def test_a_sigkilled_workers_channels_and_heartbeat_die_with_it_the_next_poll_delivers_everything(
     pg_schema_url: str, tmp_path: Path, slack_api: FakeSlack
 ) -> None:
-    _, env = queue(tmp_path, pg_schema_url, slack_api, 3, WORKER_LEASE="5")
+    _, env = queue(tmp_path, pg_schema_url, slack_api, 3, WORKER_LEASE="3600")  # a lease that never ends
     # C1's first post lands, but its answer never comes back in time: the worker dies holding it `posting`
     slack_api.fault("chat.postMessage", channel="C1", delay=60, after=True)
     [victim] = start_workers(env, tmp_path, 1)
@@ -141,17 +144,47 @@ def test_a_sigkilled_workers_channels_are_reconciled_after_its_lease(
     victim.communicate(timeout=10)
     store = open_store(pg_schema_url)
     assert "posting" in {d.state for d in store.deliveries(channel_id="C1")}
-    assert store.held_channels()  # its claims outlive it, for the lease
-    killed_at = time.monotonic()
-    others = start_workers(env, tmp_path, 2)
-    assert slack_api.wait_for(lambda s: len(s.posts()) >= 12, timeout=60)
-    time.sleep(1)
-    logs = stop(others)
+    assert store.held_channels() and all(c["lease_until"] > time.time() + 3000 for c in store.held_channels())
+    with psycopg.connect(pg_schema_url) as db:  # its heartbeat row is fresh, but it is not alive
+        fresh = db.execute("SELECT count(*) FROM workers WHERE seen_at > %s", [time.time() - 60]).fetchone()
+    assert fresh == (1,)
+    assert store.live_workers(time.time(), 3600) == []
+    open_rows = sum(d.state != "sent" for d in store.deliveries())
+    done = subprocess.run([sys.executable, "-m", "bot", "poll", "--json"], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    assert (answer["delivered"], answer["left_to_others"]) == (open_rows, 0)  # not left to a dead worker
+    assert "event=delivery_reconciled" in done.stderr
+    assert_exactly_once(slack_api, CHANNELS, NEW[:3])  # C1's landed post was found, not posted twice
+    assert {d.state for d in store.deliveries()} == {"sent"}
+    assert store.held_channels() == []
+
+
+@pytest.mark.postgres
+def test_a_stalled_worker_keeps_its_channels_until_its_lease_ends(
+    pg_schema_url: str, tmp_path: Path, slack_api: FakeSlack
+) -> None:
+    """SIGSTOP (a frozen VM): the worker's database session lives on, so its claims hold until their lease
+    (5 s here) ends; then the others take over, and the stalled worker, resumed, posts nothing again."""
+    _, env = queue(tmp_path, pg_schema_url, slack_api, 3, WORKER_LEASE="5")
+    slack_api.fault("chat.postMessage", channel="C1", delay=60, after=True)
+    [victim] = start_workers(env, tmp_path, 1)
+    assert slack_api.wait_for(lambda s: len(s.posts("C1")) == 1, timeout=30)
+    victim.send_signal(signal.SIGSTOP)
+    stopped_at = time.monotonic()
+    try:
+        others = start_workers(env, tmp_path, 2)
+        assert slack_api.wait_for(lambda s: len(s.posts()) >= 12, timeout=60)
+        time.sleep(1)
+    finally:
+        victim.send_signal(signal.SIGCONT)
+    logs = stop(others) + stop([victim], timeout=30)
     assert_exactly_once(slack_api, CHANNELS, NEW[:3])  # C1's landed post was found, not posted twice
     c1_later = [c.at for c in slack_api.calls_to("chat.postMessage", "C1")][1:]
-    assert c1_later and min(c1_later) - killed_at >= 3  # C1 waited for the lease (5 s from the last renewal)
+    assert c1_later and min(c1_later) - stopped_at >= 3  # C1 waited for the lease (5 s from the last renewal)
     assert any("event=delivery_reconciled" in log for log in logs)
-    assert {d.state for d in store.deliveries()} == {"sent"}
+    assert {d.state for d in open_store(pg_schema_url).deliveries()} == {"sent"}
 
 
 @pytest.mark.postgres
@@ -195,10 +228,12 @@ def test_serves_poller_leaves_delivery_to_live_workers_and_delivers_without_them
     store = open_store(pg_schema_url)
     client = make_client("xoxb-test", slack_api.url)
     step = PollerDelivery(Deliverer(lambda team: client, pace=0), lease=30)
+    holder = store.hold_claims("w1")  # the worker's database session: its heartbeat counts while it lives
     store.heartbeat("w1", host="h", pid=1, database=store.database_identity(), now=time.time())
-    assert step(store) == DeliveryReport()
+    assert step(store) == DeliveryReport(left=4)  # left to the worker, and counted
     assert slack_api.posts() == []
-    store.forget_worker("w1", before=time.time() + 1)
+    holder.close()  # the worker died: its heartbeat row is fresh, but its session is gone
+    assert store.live_workers(time.time(), 30) == []
     assert step(store).delivered == 4
     assert_exactly_once(slack_api, CHANNELS, NEW[:1])
     assert store.held_channels() == []
@@ -235,13 +270,19 @@ def test_a_worker_refuses_sqlite_an_unmigrated_database_and_a_copy(
 # --- the store's part (both backends) ------------------------------------------------------------------
 
 
-def test_claims_are_exclusive_until_released_or_their_lease_ends(store: Store, tmp_path: Path) -> None:
+def queued_in_store(store: Store, tmp_path: Path, items: int = 2) -> None:
+    """`items` new items queued for each of CHANNELS, and their claim rows made."""
     feed = feed_file(tmp_path / "feed.xml", [str(i.guid) for i in RSS])
     ingest(store, str(feed), RSS, Validators())
     for channel in CHANNELS:
         store.subscribe(TEAM, channel, "U1")
-    ingest(store, str(feed), [*RSS, *NEW[:2]], Validators())
+    ingest(store, str(feed), [*RSS, *NEW[:items]], Validators())
     assert store.discover_channels("TSHELL") == 4
+
+
+def test_claims_are_exclusive_until_released_or_their_lease_ends(store: Store, tmp_path: Path) -> None:
+    queued_in_store(store, tmp_path)
+    holders = [store.hold_claims(name) for name in "abcd"]  # live holders: only leases free their claims
     now = 1_000_000.0
     first = store.claim_channels("a", 3, now=now, lease=30)
     second = store.claim_channels("b", 3, now=now, lease=30)
@@ -260,6 +301,89 @@ def test_claims_are_exclusive_until_released_or_their_lease_ends(store: Store, t
     assert store.release_all("c") == 3
     assert store.claim_channels("d", 9, now=now + 61, lease=30) == []  # the workspace is on hold
     assert len(store.claim_channels("d", 9, now=now + 101, lease=30)) == 4  # b's renewed lease ended too
+    for holder in holders:
+        holder.close()
+
+
+def test_a_row_is_claimed_only_under_its_channels_claim_and_a_sent_row_stays_sent(
+    store: Store, tmp_path: Path
+) -> None:
+    """A process that lost its channel (its session ended, it stalled past its lease) posts nothing more
+    there: its claim of the channel's next row fails; and settling late never puts back a row posted since."""
+    queued_in_store(store, tmp_path, 1)
+    a, b = store.hold_claims("a"), store.hold_claims("b")
+    now = time.time()
+    assert len(store.claim_channels("a", 9, now=now, lease=30)) == 4
+    row = store.deliveries(channel_id="C1")[0]
+    assert not store.claim(row.id, holder="b")  # b does not hold C1
+    assert store.claim(row.id, holder="a")
+    assert store.claim_channels("b", 9, now=now + 31, lease=30)  # a stalled past its lease: b takes C1
+    assert not store.claim(row.id, "posting", holder="a")  # a, resumed, cannot take the row back
+    assert store.claim(row.id, "posting", holder="b")  # b reconciles it (not found), claims it, posts it
+    store.mark_sent(row.id, "1.000001")
+    store.release(row.id, "stopped before posting")  # a settles late what it had claimed
+    store.mark_failed(row.id, "internal_error")
+    assert [(d.state, d.ts) for d in store.deliveries(channel_id="C1")] == [("sent", "1.000001")]
+    a.close()
+    b.close()
+
+
+@pytest.mark.postgres
+def test_a_claim_dies_with_its_holders_session(pg_schema_url: str, tmp_path: Path) -> None:
+    store = open_store(pg_schema_url)
+    store.migrate()
+    queued_in_store(store, tmp_path)
+    a, b = store.hold_claims("a"), store.hold_claims("b")
+    now = time.time()
+    assert len(store.claim_channels("a", 3, now=now, lease=3600)) == 3
+    assert len(store.claim_channels("b", 9, now=now, lease=3600)) == 1  # a's three are a's
+    store.heartbeat("a", host="h", pid=1, database="d", now=now)
+    assert [w["id"] for w in store.live_workers(now, 30)] == ["a"]
+    a.close()  # as a SIGKILL would end it: the server drops the session and its lock
+    assert store.live_workers(now, 30) == []  # a fresh heartbeat, but no session behind it
+    assert len(store.claim_channels("b", 9, now=now + 1, lease=3600)) == 3  # at once, an hour's lease left
+    assert store.held_by_others("c", now + 1, "TSHELL") == 8  # every open row, in b's four channels
+    b.close()
+    assert store.held_by_others("c", now + 1, "TSHELL") == 0  # a dead holder keeps nothing from anyone
+
+
+@pytest.mark.postgres
+def test_a_worker_whose_claims_session_ends_posts_nothing_more_under_them(
+    pg_schema_url: str, tmp_path: Path, slack_api: FakeSlack, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The database restarted, or an operator terminated the backend: the session holding a live worker's
+    claims is gone, and another process may take its channels at once. The worker notices before its next
+    post (not silently reconnecting under claims it no longer holds), ends its run, and claims again under a
+    new id; the channel is delivered by the next claimer, each row once."""
+    queue(tmp_path, pg_schema_url, slack_api, 6, ["C1"])
+    store = open_store(pg_schema_url)
+    client = make_client("xoxb-test", slack_api.url)
+    worker = Worker(store, Deliverer(lambda team: client, pace=1.0), lease=30, register=False,
+                    worker_id="w-test:1")
+    reports: list[DeliveryReport] = []
+    running = threading.Thread(target=lambda: reports.append(worker.deliver()))
+    running.start()
+    assert slack_api.wait_for(lambda s: len(s.posts()) >= 2, timeout=30)
+    with psycopg.connect(pg_schema_url, autocommit=True) as admin:
+        [(pid,)] = admin.execute(
+            "SELECT l.pid FROM pg_locks l WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND "
+            "((l.classid::bigint << 32) | l.objid::bigint) = (hashtextextended(%s, 0) & 4611686018427387903)",
+            ["w-test:1"]).fetchall()
+        admin.execute("SELECT pg_terminate_backend(%s)", [pid])
+        deadline = time.monotonic() + 30
+        while admin.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", [pid]).fetchone() != (0,):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    running.join(30)
+    assert not running.is_alive() and len(reports) == 1
+    assert 2 <= reports[0].delivered < 6  # it stopped with rows left
+    assert "event=claims_lost worker=w-test:1" in caplog.text
+    assert store.held_channels() == []  # it gave the channel back (nobody had taken it yet)
+    rest = PollerDelivery(Deliverer(lambda team: client, pace=1.0), lease=30)(store)
+    assert rest.delivered == 6 - reports[0].delivered
+    assert_exactly_once(slack_api, ["C1"], NEW[:6])
+    assert worker.deliver() == DeliveryReport() and worker.worker_id == "w-test:1/1"  # a new session, new id
+    worker.close()
 
 
 @pytest.mark.postgres

@@ -23,7 +23,8 @@ MAX_KEYWORD_CHARS = 60
 
 
 def normalize_keywords(raw: Iterable[str]) -> list[str]:
-    """Keywords as stored: lower case, words only (a quoted phrase keeps its words), no duplicates."""
+    """Keywords as stored: lower case, words only (a quoted phrase keeps its words), no duplicates; the first
+    MAX_KEYWORDS (the rest is not read)."""
     result: list[str] = []
     for keyword in raw:
         words = _WORD.findall(keyword.lower())
@@ -32,7 +33,9 @@ def normalize_keywords(raw: Iterable[str]) -> list[str]:
         phrase = " ".join(words)[:MAX_KEYWORD_CHARS]
         if phrase not in result:
             result.append(phrase)
-    return result[:MAX_KEYWORDS]
+            if len(result) == MAX_KEYWORDS:
+                break
+    return result
 
 
 def split_keywords(text: str) -> list[str]:

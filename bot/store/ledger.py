@@ -50,11 +50,12 @@ class LedgerMixin(StoreBase):
         with self.connect() as db:
             return [row_delivery(r) for r in db.rows(f"SELECT * FROM deliveries {where} ORDER BY id", params)]
 
-    def claim(self, delivery_id: int, expected_state: str = "pending") -> bool:
+    def claim(self, delivery_id: int, expected_state: str = "pending", *, holder: str | None = None) -> bool:
         """Mark a delivery as being posted (its fate is unknown until mark_sent / mark_failed). Only one
-        caller can claim a pending row."""
+        caller can claim a pending row; with `holder`, only while its channel's claim names that holder
+        (bot.store.workers): a holder that lost its channel posts nothing more there."""
         with self._row_write() as db:
-            return claim_row(db, "deliveries", delivery_id, expected_state)
+            return claim_row(db, "deliveries", delivery_id, expected_state, holder)
 
     def mark_sent(self, delivery_id: int, ts: str | None) -> None:
         self._settle(delivery_id, "sent", None, ts=ts)
@@ -70,15 +71,19 @@ class LedgerMixin(StoreBase):
         self, delivery_id: int | str, state: str, error: str | None, *, ts: str | None = None,
         table: str = "deliveries",
     ) -> None:
+        # A sent row stays sent: a process that lost its channel (its claims' session ended, it stalled past
+        # its lease) and settles late must not put back a row another has posted since.
         with self._row_write() as db:  # one statement: no turn among the writers on PostgreSQL
             if state == "sent":
                 db.execute(
-                    f"UPDATE {table} SET state = 'sent', ts = ?, error = NULL, updated_at = ? WHERE id = ?",
+                    f"UPDATE {table} SET state = 'sent', ts = ?, error = NULL, updated_at = ? "
+                    "WHERE id = ? AND state <> 'sent'",
                     [ts, iso(utcnow()), delivery_id],
                 )
             else:
                 db.execute(
-                    f"UPDATE {table} SET state = ?, error = ?, updated_at = ? WHERE id = ?",
+                    f"UPDATE {table} SET state = ?, error = ?, updated_at = ? WHERE id = ? "
+                    "AND state IN ('pending', 'posting')",
                     [state, (error or "")[:500], iso(utcnow()), delivery_id],
                 )
 
@@ -148,10 +153,12 @@ class LedgerMixin(StoreBase):
             )
             return int(cursor.rowcount or 0)
 
-    def claim_batch(self, batch_id: str, expected_state: str = "pending") -> bool:
+    def claim_batch(
+        self, batch_id: str, expected_state: str = "pending", *, holder: str | None = None
+    ) -> bool:
         """As `claim`, for a burst's message."""
         with self._row_write() as db:
-            return claim_row(db, "batches", batch_id, expected_state)
+            return claim_row(db, "batches", batch_id, expected_state, holder)
 
     def mark_batch_sent(self, batch_id: str, ts: str | None) -> None:
         self._settle(batch_id, "sent", None, ts=ts, table="batches")
@@ -163,14 +170,22 @@ class LedgerMixin(StoreBase):
         self._settle(batch_id, "pending", reason, table="batches")
 
 
-def claim_row(db: Conn, table: str, row_id: int | str, expected_state: str) -> bool:
+def claim_row(
+    db: Conn, table: str, row_id: int | str, expected_state: str, holder: str | None = None
+) -> bool:
     """Mark a ledger row (a delivery, a burst's message, a digest) as being posted: state 'posting', one
-    more attempt, claimed now. Only one caller can claim a row in `expected_state`."""
+    more attempt, claimed now. Only one caller can claim a row in `expected_state`; with `holder`, only while
+    the row's channel claim (channel_claims) names that holder."""
     now = iso(utcnow())
+    fence, params = "", [now, now, row_id, expected_state]
+    if holder is not None:
+        fence = (" AND EXISTS (SELECT 1 FROM channel_claims c WHERE c.team_id = "
+                 f"{table}.team_id AND c.channel_id = {table}.channel_id AND c.worker_id = ?)")
+        params.append(holder)
     cursor = db.execute(
         f"UPDATE {table} SET state = 'posting', attempts = attempts + 1, claimed_at = ?, updated_at = ? "
-        "WHERE id = ? AND state = ?",
-        [now, now, row_id, expected_state],
+        f"WHERE id = ? AND state = ?{fence}",
+        params,
     )
     return bool(cursor.rowcount == 1)
 

@@ -74,13 +74,16 @@ def block_action_body(action_id: str, value: str, *, channel: str = "C0GENERAL",
     return urlencode({"payload": json.dumps(payload)}).encode()
 
 
-def event_body(event: dict[str, Any], *, team: str = TEAM, event_id: str | None = None) -> bytes:
-    """An Events API `event_callback` envelope (JSON); a retry carries the same `event_id`."""
+def event_body(
+    event: dict[str, Any], *, team: str = TEAM, event_id: str | None = None, bot_user: str = "UFAKEBOT"
+) -> bytes:
+    """An Events API `event_callback` envelope (JSON); a retry carries the same `event_id`. Its
+    authorization is the app's bot user in `team` (an OAuth install's own: its installation's bot user)."""
     return json.dumps({
         "token": "verification-token-unused", "team_id": team, "api_app_id": APP_ID, "event": event,
         "type": "event_callback", "event_id": event_id or f"Ev{time.monotonic_ns()}",
         "event_time": int(time.time()),
-        "authorizations": [{"team_id": team, "user_id": "UFAKEBOT", "is_bot": True}],
+        "authorizations": [{"team_id": team, "user_id": bot_user, "is_bot": True}],
     }).encode()
 
 
