@@ -7,7 +7,7 @@
         # with a model endpoint: the header and the progress at once (chat.startStream: task chunks, the
         # archive searched with the papers found as its sources, the answer being written), each checked
         # sentence as the model writes it (chat.appendStream), then the cited items, the tasks complete and
-        # the feedback buttons (chat.stopStream)
+        # the feedback buttons (chat.stopStream); each cited item has a Cite button
 
 Streaming that Slack refuses (startStream fails: an old workspace, a missing scope) is not retried: the
 finished answer is posted once (chat.postMessage) when the model is done. A stream that breaks after it
@@ -40,7 +40,7 @@ from slack_sdk.models.messages.chunk import TaskUpdateChunk
 
 from bot import entities, views
 from bot.ask import Understood, clean
-from bot.blocks import cut, escape, title_link
+from bot.blocks import ACTION_VALUE_LIMIT, CITE_ACTION_ID, cut, escape, title_link
 from bot.commands import LATEST_DEFAULT, LATEST_MAX, SEARCH_RESULTS, Services, shown_count
 from bot.errors import SearchError, SummaryError, SummaryStopped
 from bot.models import Item, shown_day
@@ -159,6 +159,8 @@ def stream_written(
     if sentences:
         cited = _cited(sentences, items)
         listed = [views.section(_cited_list(cited, items))]
+        if cited:
+            listed.append(_cite_buttons(cited, items))
         if shown.note:  # as the search's own reply says it
             listed.append(views.context(escape(shown.note)))
         listed += ending
@@ -226,6 +228,15 @@ def _cited(sentences: list[Sentence], items: list[Item]) -> list[Item]:
     for sentence in sentences:
         order.extend(n for n in sentence.sources if n not in order)
     return [items[n - 1] for n in order]
+
+
+def _cite_buttons(cited: list[Item], items: list[Item]) -> dict[str, Any]:
+    """A Cite button for each cited item ("Cite [2]": its BibTeX entry, to the clicker), in one actions
+    block; each action id ends with the item's number (ids must differ within a block)."""
+    numbers = [items.index(item) + 1 for item in cited[:25]]
+    buttons = [views.button(f"Cite [{n}]", f"{CITE_ACTION_ID}_{n}", items[n - 1].id[:ACTION_VALUE_LIMIT])
+               for n in numbers]
+    return {"elements": buttons, "type": "actions"}
 
 
 def _cited_list(cited: list[Item], items: list[Item]) -> str:

@@ -9,6 +9,7 @@ reject the message.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
@@ -38,6 +39,10 @@ FALLBACK_TEXT_LIMIT = 3000
 KIND_LABEL = {"research": "Paper", "update": "Update"}
 OPEN_ACTION_ID = "open_item"
 SAVE_ACTION_ID = "save_item"
+CITE_ACTION_ID = "cite_item"
+# Cite buttons: an item's ("cite_item"), and a written answer's, one per cited item ("cite_item_2"): action
+# ids must differ within one actions block.
+CITE_ACTIONS = re.compile(r"^cite_item(?:_[0-9]{1,2})?$")
 ACTION_VALUE_LIMIT = 2000
 
 
@@ -129,7 +134,7 @@ def item_message(item: Item, matched: Sequence[str] = ()) -> dict[str, Any]:
 def item_actions(item: Item, *, read: bool = True) -> ActionsBlock:
     """The item's buttons, in one actions block: Read (the link, when it is a plain http(s) URL, and
     `read`), Save (to the clicker's reading list), Related (the nearest items; not for an item whose link is
-    not a plain URL, as Read)."""
+    not a plain URL, as Read), Cite (its BibTeX entry, to the clicker)."""
     elements: list[ButtonElement] = []
     url = safe_url(item.link)
     if url and read:
@@ -140,7 +145,14 @@ def item_actions(item: Item, *, read: bool = True) -> ActionsBlock:
     elements.append(save_button(item))
     if url:
         elements.append(related_button(item))
+    elements.append(cite_button(item))
     return ActionsBlock(elements=elements)
+
+
+def cite_button(item: Item) -> ButtonElement:
+    """**Cite**: its click answers (ephemerally) with the item's BibTeX entry and the same in plain text."""
+    return ButtonElement(text=PlainTextObject(text="Cite"), action_id=CITE_ACTION_ID,
+                         value=item.id[:ACTION_VALUE_LIMIT])
 
 
 def save_button(item: Item) -> ButtonElement:

@@ -18,7 +18,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from bot import __version__
+from bot import __version__, cli_cite
 from bot.config import Settings, load_environment, redact_url
 from bot.errors import (
     EXIT_FAILED,
@@ -94,6 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     feedback = sub.add_parser("feedback", help="people's votes on the bot's answers (which questions fail)")
     feedback.add_argument("--since", metavar="YYYY-MM-DD", help="only votes cast on or after this day (UTC)")
     feedback.add_argument("--json", action="store_true", help="print a JSON list")
+    cli_cite.add_parsers(sub)  # cite, export
     sub.add_parser("shell", help="a local console in place of Slack")
     demo = sub.add_parser("demo", help="load the bundled archive of real posts into an empty database")
     demo.add_argument("--json", action="store_true", help='print {"demo", "loaded", "items"}')
@@ -144,6 +145,8 @@ def _main(argv: list[str]) -> int:
         "status": cmd_status,
         "reindex": cmd_reindex,
         "feedback": cmd_feedback,
+        "cite": cmd_cite,
+        "export": cmd_export,
         "shell": cmd_shell,
         "demo": cmd_demo,
         "migrate": cmd_migrate,
@@ -628,6 +631,20 @@ def cmd_related(settings: Settings, args: argparse.Namespace) -> int:
         if hit.shares:
             _out(f"    shares: {hit.shares}")
     return EXIT_OK
+
+
+def cmd_cite(settings: Settings, args: argparse.Namespace) -> int:
+    """An item's BibTeX entry (bot.cli_cite)."""
+    return _bibtex(cli_cite.cite, settings, args)
+
+
+def cmd_export(settings: Settings, args: argparse.Namespace) -> int:
+    """The archive's, or one person's reading list's, BibTeX entries (bot.cli_cite)."""
+    return _bibtex(cli_cite.export, settings, args)
+
+
+def _bibtex(command: Any, settings: Settings, args: argparse.Namespace) -> int:
+    return int(command(settings, lambda: open_archive(settings), args, _out, _err, EMPTY_ARCHIVE))
 
 
 def cmd_feedback(settings: Settings, args: argparse.Namespace) -> int:

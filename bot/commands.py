@@ -20,7 +20,7 @@ from typing import Any
 
 from slack_sdk.errors import SlackApiError
 
-from bot import digest, home, status, views
+from bot import cite, digest, home, status, views
 from bot.ask import understand
 from bot.blocks import FALLBACK_TEXT_LIMIT, counted, cut, escape
 from bot.config import Settings
@@ -257,6 +257,18 @@ def cmd_related(rest: str, inv: Invocation, services: Services) -> Reply:
     near = related(services.index, item, RELATED_RESULTS, services.store)
     topics = [] if near else topics_of(services.index, item, services.store)
     return Reply(*views.related_reply(item, near, topics))
+
+
+def cmd_cite(rest: str, inv: Invocation, services: Services) -> Reply:
+    if not rest:
+        return line(f"Usage: `{C} cite &lt;link or title words&gt;`, e.g. `{C} cite hey siri`: the item's "
+                    "BibTeX entry, and the same reference in plain text.")
+    if services.store.count_items() == 0:
+        return line("The archive is empty, so there is nothing to cite yet. It fills at the next poll.")
+    item, words = services.store.get_item(rest), None  # a Cite button's value: the item's id, as it is
+    if item is None:
+        item, words = cite.find(rest, services.index, services.store)  # NothingFound, SearchError: one line
+    return Reply(*cite.cite_reply(item, words))
 
 
 def cmd_latest(rest: str, inv: Invocation, services: Services) -> Reply:
@@ -576,6 +588,7 @@ HANDLERS: dict[str, Callable[[str, Invocation, Services], Reply]] = {
     "search": cmd_search,
     "latest": cmd_latest,
     "related": cmd_related,
+    "cite": cmd_cite,
     "summarize": cmd_summarize,
     "subscribe": cmd_subscribe,
     "unsubscribe": cmd_unsubscribe,

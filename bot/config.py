@@ -23,8 +23,8 @@ DEFAULT_SLACK_API_URL = "https://slack.com/api/"
 DEFAULT_DATABASE_URL = "sqlite:///mlresearch.db"
 # The bot scopes of manifest.json (requested at a multi-workspace install unless SLACK_SCOPES says otherwise).
 DEFAULT_SLACK_SCOPES = ("commands", "chat:write", "app_mentions:read", "im:history", "im:write",
-                        "assistant:write", "channels:history", "groups:history", "channels:read",
-                        "groups:read", "users:read", "links:read", "links:write")
+                        "files:write", "assistant:write", "channels:history", "groups:history",
+                        "channels:read", "groups:read", "users:read", "links:read", "links:write")
 
 DEFAULT_BURST_THRESHOLD = 5
 DEFAULT_WORKER_LEASE = 30

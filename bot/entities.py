@@ -3,10 +3,12 @@
 (`slack_sdk.models.metadata`).
 
     paper(item)                    # the card: title, Paper/Update, authors, date, the abstract's start, link;
-                                   # Save and Related (the buttons every item message has, same action ids)
+                                   # Save and Related (the buttons every item message has, same action ids),
+                                   # Cite in its overflow menu (a card shows two primary actions at most)
     with_papers(metadata, items)   # a message's event metadata with its papers' entities beside it
     details(item, near)            # the flexpane: the whole abstract, every author, the related items,
-                                   # Save and Read (bot.flexpane sends it on `entity_details_requested`)
+                                   # Save and Read, Cite in the overflow (bot.flexpane sends it on
+                                   # `entity_details_requested`)
 
 Slack's shape (docs.slack.dev/messaging/work-objects-implementation): an entity is `entity_type`
 (`slack#/entities/content_item`, "a content page, an article page"), `url` (the item's link), `external_ref`
@@ -50,6 +52,7 @@ from slack_sdk.models.metadata import (
 
 from bot.blocks import (
     ACTION_VALUE_LIMIT,
+    CITE_ACTION_ID,
     KIND_LABEL,
     OPEN_ACTION_ID,
     RELATED_ACTION_ID,
@@ -89,15 +92,15 @@ def abstract_start(text: str, limit: int = ABSTRACT_CHARS) -> str:
 
 
 def paper(item: Item, *, unfurl_url: str | None = None) -> EntityMetadata | None:
-    """The item's card: title, kind, authors, date, the abstract's start, its link, Save and Related; None
-    when its link is not a plain http(s) URL (Slack needs one). `unfurl_url`: the URL as posted, for an
-    unfurl."""
+    """The item's card: title, kind, authors, date, the abstract's start, its link, Save and Related (and
+    Cite, in the overflow menu); None when its link is not a plain http(s) URL (Slack needs one).
+    `unfurl_url`: the URL as posted, for an unfurl."""
     url = safe_url(item.link)
     if url is None:
         return None
     actions = EntityActions(primary_actions=[_save(item), EntityActionButton(
         text="Related", action_id=RELATED_ACTION_ID, value=item.id[:ACTION_VALUE_LIMIT],
-        accessibility_label="Items close to this one, shown only to you")])
+        accessibility_label="Items close to this one, shown only to you")], overflow_actions=[_cite(item)])
     payload = EntityPayload(attributes=_attributes(item), fields=_fields(item, abstract_start(item.summary)),
                             actions=actions)
     return EntityMetadata(entity_type=ENTITY_TYPE, url=url, external_ref=ExternalRef(id=item.id),
@@ -124,8 +127,9 @@ def unfurl_metadata(found: Sequence[tuple[str, Item]]) -> dict[str, Any] | None:
 
 def details(item: Item, near: Sequence[Item], *, external_ref: ExternalRef | None = None) -> EntityMetadata:
     """The item's flexpane: the whole abstract, every author (at most AUTHORS_LISTED), the related items
-    (each a reference to its own card), Save and Read. `external_ref`: the one Slack sent (it must match),
-    else the item's. The item's link must be a plain http(s) URL (as for its card)."""
+    (each a reference to its own card), Save and Read (and Cite, in the overflow menu). `external_ref`: the
+    one Slack sent (it must match), else the item's. The item's link must be a plain http(s) URL (as for
+    its card)."""
     url = safe_url(item.link) or ""
     whole = cut(" ".join(item.summary.split()), FULL_ABSTRACT_CHARS)
     fields = _fields(item, whole)
@@ -151,7 +155,8 @@ def details(item: Item, near: Sequence[Item], *, external_ref: ExternalRef | Non
         primary.append(EntityActionButton(text="Read", action_id=OPEN_ACTION_ID, url=url[:URL_CHARS],
                                           value=item.id[:ACTION_VALUE_LIMIT]))
     payload = EntityPayload(attributes=_attributes(item), fields=fields, custom_fields=custom or None,
-                            display_order=order, actions=EntityActions(primary_actions=primary))
+                            display_order=order,
+                            actions=EntityActions(primary_actions=primary, overflow_actions=[_cite(item)]))
     return EntityMetadata(entity_type=ENTITY_TYPE, url=url,
                           external_ref=external_ref or ExternalRef(id=item.id), entity_payload=payload)
 
@@ -176,3 +181,9 @@ def _save(item: Item) -> EntityActionButton:
     """Save: the Save button's action id and value, so the listener that answers it answers this too."""
     return EntityActionButton(text="Save", action_id=SAVE_ACTION_ID, value=item.id[:ACTION_VALUE_LIMIT],
                               accessibility_label="Save to your reading list")
+
+
+def _cite(item: Item) -> EntityActionButton:
+    """Cite: the Cite button's action id and value (bot.blocks.cite_button), answered by the same listener."""
+    return EntityActionButton(text="Cite", action_id=CITE_ACTION_ID, value=item.id[:ACTION_VALUE_LIMIT],
+                              accessibility_label="Its BibTeX entry, shown only to you")

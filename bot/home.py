@@ -1,6 +1,6 @@
-"""What is a person's own: the App Home (their reading list and follows, then the latest items, the
-workspace's subscribed channels, feed health and how to use) and the replies to `/mlresearch follow`,
-`unfollow`, `follows` and to a click on Save.
+"""What is a person's own: the App Home (their reading list, with *Export .bib*, and follows, then the
+latest items, the workspace's subscribed channels, feed health and how to use) and the replies to
+`/mlresearch follow`, `unfollow`, `follows` and to a click on Save.
 
 Pure Block Kit builders as in `bot.views`, made of its blocks; the store is passed in.
 """
@@ -31,6 +31,7 @@ from bot.views import (
 )
 
 REMOVE_ACTION_ID = "unsave_item"
+EXPORT_ACTION_ID = "export_bibtex"  # the reading list as a .bib file, in a DM (bot.cite.send_reading_list)
 HOME_BLOCKS = 100  # Slack's limit for a view
 HOME_SAVED = 50  # reading-list items the App Home shows at most
 
@@ -164,15 +165,17 @@ def _channels(n: int) -> str:
 
 
 def reading_list(store: Any, team_id: str, user_id: str, room: int) -> Blocks:
-    """A person's saved items, most recently saved first, one section each with a Remove button: at most
-    `room` of them (and HOME_SAVED), then a line saying how many more there are."""
+    """A person's saved items, most recently saved first: the *Export .bib* button (every saved item as a
+    BibTeX file, sent in a DM), then one section each with a Remove button, at most `room` blocks in all
+    (and HOME_SAVED items), then a line saying how many more there are."""
     if not (team_id and user_id):
         return [section("I can't tell who you are in which workspace, so no reading list is shown.")]
-    shown = max(0, min(room, HOME_SAVED))
+    shown = max(0, min(room - 1, HOME_SAVED))
     saved = store.saved_items(team_id, user_id, shown + 1)
     if not saved:
         return [section("Nothing saved yet. Click *Save* on any item I post or find, and it is kept here.")]
-    blocks: Blocks = []
+    export = button("Export .bib", EXPORT_ACTION_ID, "reading_list")
+    blocks: Blocks = [{"elements": [export], "type": "actions"}]
     for entry in saved[:shown]:
         item = entry.item
         meta = f"{KIND_LABEL.get(item.kind, 'Paper')} · {day(item)} · saved {entry.saved_at:%Y-%m-%d}"

@@ -10,7 +10,8 @@
   ephemeral original.
 - Save (on every item message and search result) puts the item on the clicker's reading list and says so
   ephemerally (through `response_url`, else `chat.postEphemeral`); Remove (in the App Home) takes it off and
-  publishes the Home again.
+  publishes the Home again. Related and Cite answer ephemerally the same way (`related` and `cite` of the
+  item); *Export .bib* (in the App Home) sends the reading list as a .bib file in a DM (`bot.cite`).
 - App Home: `app_home_opened` publishes `home.home_view` for the person who opened it.
 - Questions (`bot.conversation`): a mention (`app_mention`), a direct message (`message` with `channel_type`
   `im`) or a reply in a DM thread (Bolt's `Assistant` middleware takes every one: `user_message`) is acked at
@@ -57,7 +58,7 @@ from slack_bolt import Ack, App, Assistant, BoltContext, Respond
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from bot import answers, blocks, commands, conversation, flexpane, home, unfurls
+from bot import answers, blocks, cite, commands, conversation, flexpane, home, unfurls
 from bot.commands import Invocation, Services
 from bot.errors import StoreError
 from bot.lanes import BUSY, ModelLane
@@ -89,6 +90,8 @@ def register(app: App, services: Services, lane: ModelLane | None = None) -> Non
     app.action(home.REMOVE_ACTION_ID)(ack=_ack, lazy=[listeners.remove])
     app.action(blocks.OPEN_ACTION_ID)(_ack)  # a link button: Slack opens the link, and expects an ack
     app.action(blocks.RELATED_ACTION_ID)(ack=_ack, lazy=[listeners.related])
+    app.action(blocks.CITE_ACTIONS)(ack=_ack, lazy=[listeners.cite])
+    app.action(home.EXPORT_ACTION_ID)(ack=_ack, lazy=[listeners.export_bib])
     app.event("app_home_opened")(ack=_ack, lazy=[listeners.home])
     app.event("app_context_changed")(ack=_ack, lazy=[listeners.context_changed])
     app.event("agent_session_stopped")(listeners.session_stopped)  # at once, in the request: a stop waits
@@ -348,16 +351,27 @@ class _Listeners:
         log.info("event=item_removed team=%s user=%s removed=%s", team_id, user_id, removed)
         self._publish_home(client, team_id, user_id)
 
-    # the Related button -----------------------------------------------------------------------------
+    # the Related and Cite buttons, the .bib export ------------------------------------------------------
 
     def related(self, body: dict[str, Any], respond: Respond | None, client: WebClient,
                 context: BoltContext) -> None:
         """The items nearest to the button's item, to the person who clicked, ephemerally."""
+        self._button_command("related", body, respond, client, context)
+
+    def cite(self, body: dict[str, Any], respond: Respond | None, client: WebClient,
+             context: BoltContext) -> None:
+        """The button's item as BibTeX (and in plain text), to the person who clicked, ephemerally."""
+        self._button_command("cite", body, respond, client, context)
+
+    def _button_command(self, name: str, body: dict[str, Any], respond: Respond | None, client: WebClient,
+                        context: BoltContext) -> None:
+        """`/mlresearch <name> <the button's value>`, answered to the clicker ephemerally (through
+        `response_url`, else chat.postEphemeral)."""
         action = (body.get("actions") or [{}])[0]
         user_id = str((body.get("user") or {}).get("id") or "")
         team_id = _team(context)
         channel_id = str((body.get("channel") or {}).get("id") or "")
-        inv = Invocation(text=f"related {str(action.get('value') or '')[:2000]}", team_id=team_id,
+        inv = Invocation(text=f"{name} {str(action.get('value') or '')[:2000]}", team_id=team_id,
                          channel_id=channel_id, user_id=user_id)
         reply = commands.handle(inv, self.for_request(client))
         if respond is not None and _respond_ok(respond, response_type="ephemeral", replace_original=False,
@@ -368,8 +382,16 @@ class _Listeners:
                 client.chat_postEphemeral(channel=channel_id, user=user_id, text=reply.text,
                                           blocks=reply.blocks)
             except SlackApiError as exc:
-                log.warning("event=related_failed team=%s channel=%s error=%s", team_id[:20], channel_id[:20],
-                            str(exc.response.get("error") or "unknown_error"))
+                log.warning("event=%s_failed team=%s channel=%s error=%s", name, team_id[:20],
+                            channel_id[:20], str(exc.response.get("error") or "unknown_error"))
+
+    def export_bib(self, body: dict[str, Any], client: WebClient, context: BoltContext) -> None:
+        """*Export .bib* (App Home): the clicker's reading list as a .bib file in their DM (one log line)."""
+        team_id, user_id, _channel_id, _value = _clicked(body, context)
+        if not (team_id and user_id):
+            log.info("event=bib_export_refused reason=no_workspace_or_user")
+            return
+        cite.send_reading_list(client, self.services.store.thread_view(), team_id, user_id)
 
     # unfurls ----------------------------------------------------------------------------------------
 

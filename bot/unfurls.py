@@ -16,9 +16,9 @@ What an unfurl shows, in two forms sent together in one chat.unfurl:
   date, the abstract's start) whose click opens the flexpane (`bot.flexpane`), where the workspace has Work
   Object Previews switched on for the app;
 - the Block Kit unfurl (`unfurls`), everywhere else: the title (linked), kind · date · authors, the
-  abstract's first sentences (quoted as written, cut at ABSTRACT_CHARS), and the **Save** and **Related**
-  buttons of every item message (the same action ids, so the same listeners answer them; the card's actions
-  carry them too). All of it is feed text: escaped and `verbatim`, it can never mention, link or ping.
+  abstract's first sentences (quoted as written, cut at ABSTRACT_CHARS), and the **Save**, **Related** and
+  **Cite** buttons of every item message (the same action ids, so the same listeners answer them; the card's
+  actions carry them too). All of it is feed text: escaped and `verbatim`, it can never mention, link or ping.
 Slack documents chat.unfurl's `metadata` as optional beside `unfurls` ("either unfurls or metadata must be
 provided"); a call Slack refuses for its metadata is sent once more with `unfurls` alone (`send`).
 
@@ -134,8 +134,8 @@ def send(client: WebClient, into: dict[str, Any], found: Found) -> None:
 
 
 def unfurl_blocks(item: Item) -> list[dict[str, Any]]:
-    """An item as an unfurl: title link, kind · date · authors, the abstract's first sentences, Save and
-    Related (the link itself is the message, so no Read button)."""
+    """An item as an unfurl: title link, kind · date · authors, the abstract's first sentences, Save,
+    Related and Cite (the link itself is the message, so no Read button)."""
     return [*views.item_blocks(item, escape(abstract_start(item.summary, ABSTRACT_CHARS))),
             item_actions(item, read=False).to_dict()]
 

@@ -25,6 +25,9 @@ What a test may rewrite, only through the functions below (every rewrite is name
   Slack sends for one of our elements (its action_id, block_id, value and text, the docs' action_ts);
   optionally the channel, message and team the click happened in (an answer the test's bot posted) and
   `response_url` (a local recorder in place of hooks.slack.com);
+- `home_click(element, view)`: the same click made in the App Home: the page lists `view` ("the view where
+  the block action took place", present only then) and a container of type `view`; a view has no channel,
+  message or response_url, so those go;
 - `command(text, ...)`: the slash command's `/weather 94070` becomes `/mlresearch <text>`, its response_url a
   local recorder, and (for an OAuth install) its team and enterprise those of the installation.
 """
@@ -167,6 +170,17 @@ def click(element: dict[str, Any], *, block_id: str = "", response_url: str | No
     if team is not None:
         payload["team"]["id"] = team
         payload["user"]["team_id"] = team
+    return payload
+
+
+def home_click(element: dict[str, Any], view: dict[str, Any], *, block_id: str = "") -> dict[str, Any]:
+    """The documented block_actions payload for a click on `element` in the App Home `view` (as
+    views.publish answered it: with its `id`)."""
+    payload = click(element, block_id=block_id)
+    for name in ("channel", "message", "response_url"):
+        payload.pop(name, None)
+    payload["container"] = {"type": "view", "view_id": view["id"]}
+    payload["view"] = view
     return payload
 
 

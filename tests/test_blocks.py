@@ -39,18 +39,19 @@ def texts(message: dict[str, Any]) -> list[str]:
     return found
 
 
-def test_the_post_has_a_linked_title_day_kind_snippet_and_read_and_related_buttons() -> None:
+def test_the_post_has_a_linked_title_day_kind_snippet_and_read_related_and_cite_buttons() -> None:
     message = blocks.item_message(make())
     title, context, snippet, actions = message["blocks"]
     assert title["text"]["text"] == f"*<{LINK}|BalCapRL: Image Captioning>*"
     assert context["type"] == "context" and context["elements"][0]["text"] == "Paper · 2026-05-11"
     assert snippet["text"]["text"] == "Image captioning is fundamental."
-    read, save, related = actions["elements"]
+    read, save, related, cite = actions["elements"]
     assert read["type"] == "button" and read["text"]["text"] == "Read" and read["url"] == LINK
     assert save["text"]["text"] == "Save" and save["action_id"] == "save_item" and save["value"] == LINK
     assert "url" not in save
     assert related["text"]["text"] == "Related" and related["action_id"] == blocks.RELATED_ACTION_ID
     assert related["value"] == LINK and "url" not in related
+    assert (cite["text"]["text"], cite["action_id"], cite["value"]) == ("Cite", "cite_item", LINK)
 
 
 def test_fallback_text_unfurls_and_metadata() -> None:
@@ -91,9 +92,11 @@ def test_the_fallback_text_is_escaped_too() -> None:
 def test_a_link_that_could_break_out_of_its_brackets_is_not_linked() -> None:
     message = blocks.item_message(make(link="https://example.com/a|<!channel>"))
     [actions] = [b for b in message["blocks"] if b["type"] == "actions"]
-    [save] = actions["elements"]  # no Read button: the link is not a safe URL
+    [save, cite] = actions["elements"]  # no Read or Related button: the link is not a safe URL
     assert save["action_id"] == "save_item" and "url" not in save
+    assert cite["action_id"] == "cite_item" and "url" not in cite  # its entry just has no url
     save.pop("value")  # the item's id, handed back on a click, never rendered (nor is the metadata)
+    cite.pop("value")
     wire = json.dumps([message["text"], message["blocks"]])  # what Slack renders
     assert "<!channel>" not in wire and "|<" not in wire
 

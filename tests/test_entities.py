@@ -28,7 +28,7 @@ from slack_sdk.models.metadata import (
 )
 
 from bot import entities
-from bot.blocks import EVENT_TYPE, RELATED_ACTION_ID, SAVE_ACTION_ID
+from bot.blocks import CITE_ACTION_ID, EVENT_TYPE, RELATED_ACTION_ID, SAVE_ACTION_ID
 from bot.conversation import EVENT_TYPE as ANSWER_EVENT
 from bot.feed import parse
 from bot.models import Item, Validators
@@ -59,7 +59,9 @@ def card(item: Item, description: str, authors: str | None, unfurl_url: str | No
         EntityActionButton(text="Save", action_id=SAVE_ACTION_ID, value=item.id,
                            accessibility_label="Save to your reading list"),
         EntityActionButton(text="Related", action_id=RELATED_ACTION_ID, value=item.id,
-                           accessibility_label="Items close to this one, shown only to you")])
+                           accessibility_label="Items close to this one, shown only to you")],
+        overflow_actions=[EntityActionButton(text="Cite", action_id=CITE_ACTION_ID, value=item.id,
+                                             accessibility_label="Its BibTeX entry, shown only to you")])
     return EntityMetadata(
         entity_type="slack#/entities/content_item", url=item.link, external_ref=ExternalRef(id=item.id),
         app_unfurl_url=unfurl_url,

@@ -407,7 +407,7 @@ def test_search_results_and_channel_posts_carry_save_and_related(store: Store, s
     assert SPEECH.id in {e["value"] for e in saves}
     post = blocks.item_message(SPEECH)
     [actions] = [b for b in post["blocks"] if b["type"] == "actions"]
-    assert [e["text"]["text"] for e in actions["elements"]] == ["Read", "Save", "Related"]
+    assert [e["text"]["text"] for e in actions["elements"]] == ["Read", "Save", "Related", "Cite"]
 
 
 def test_the_shell_prints_its_users_follow_messages(store: Store) -> None:

@@ -127,6 +127,23 @@ class FollowsMixin(StoreBase):
             saved.append(SavedItem(row_item(r), at))
         return saved
 
+    def saved_by(self, user_id: str) -> list[tuple[str, SavedItem]]:
+        """`user_id`'s reading lists in every workspace that has one: (team_id, saved item), the most
+        recently saved first (items no longer archived are left out)."""
+        sql = (
+            f"SELECT {ITEM_COLUMNS}, saved_items.team_id, saved_items.saved_at FROM saved_items "
+            "JOIN items ON items.id = saved_items.item_id WHERE saved_items.user_id = ? "
+            "ORDER BY saved_items.saved_at DESC, items.pk DESC, saved_items.team_id"
+        )
+        with self.connect() as db:
+            rows = db.rows(sql, [user_id])
+        saved = []
+        for r in rows:
+            at = from_iso(r["saved_at"])
+            assert at is not None
+            saved.append((str(r["team_id"]), SavedItem(row_item(r), at)))
+        return saved
+
     def count_saved(self, team_id: str, user_id: str) -> int:
         with self.connect() as db:
             return _count_saved(db, team_id, user_id)

@@ -23,6 +23,16 @@ documents), chat.update (a bot message's text, blocks, metadata), chat.postEphem
 (kept in `ephemerals`), chat.unfurl (kept in `unfurls`: channel and ts, or unfurl_id and source, are
 required, and an `unfurls` object or a `metadata` with `entities`, or both), entity.presentDetails (kept in
 `presented`: a `trigger_id`, and a flexpane `metadata` (one entity) or an `error` with a documented status).
+A file upload as slack_sdk's `files_upload_v2` makes it (docs.slack.dev/reference/methods/
+files.getUploadURLExternal and files.completeUploadExternal): files.getUploadURLExternal needs `filename` and
+`length` (the size in bytes) and answers an `upload_url` (on this fake) and a `file_id`; the bytes are POSTed
+to that URL as they are (HTTP 200 when they arrived, as many as `length` said; anything else is a non-200
+answer, which Slack documents as the upload's failure); files.completeUploadExternal takes `files` (a JSON
+array of `{"id", "title"}`, each a file whose bytes arrived, completed once) and an optional `channel_id`,
+where the file is then shared, with `initial_comment` as its message's text; `uploads(channel)` lists what
+was shared there (filename, title, comment, the bytes). Slack's pages list these methods' errors in a table
+the stored copies read here do not hold: `invalid_arguments` (a required argument missing or malformed, as
+Slack's common errors name it), `file_not_found` and `already_completed` are this fake's names.
 Work Object entities (docs.slack.dev/messaging/work-objects-implementation), in chat.postMessage's and
 chat.unfurl's `metadata.entities` and as entity.presentDetails' `metadata`, must have what Slack requires:
 a known `entity_type`, `url`, `external_ref.id`, `entity_payload.attributes.title.text` (and, for an
@@ -146,7 +156,10 @@ class FakeSlack(Loopback):
             "chat.stopStream": self._stop_stream,
             "chat.update": self._update,
             "chat.postEphemeral": self._post_ephemeral,
+            "files.getUploadURLExternal": self._upload_url,
+            "files.completeUploadExternal": self._complete_upload,
         }
+        self.files: dict[str, dict[str, Any]] = {}  # file id -> filename, length, data, title, channel, ...
         self.ephemerals: list[dict[str, Any]] = []
         self._cond = threading.Condition()
         self._last_ts = 0.0
@@ -450,6 +463,75 @@ class FakeSlack(Loopback):
             self.ephemerals.append(dict(call.params))
         return {"ok": True, "message_ts": self._next_ts()}
 
+    # file uploads (files_upload_v2) ---------------------------------------------------------------------
+
+    def uploads(self, channel: str) -> list[dict[str, Any]]:
+        """The files shared in `channel` by files.completeUploadExternal, in order: filename, title,
+        initial_comment, data (the bytes POSTed)."""
+        with self._cond:
+            return [dict(f) for f in self.files.values() if f.get("channel") == channel]
+
+    def _upload_url(self, call: Call) -> dict[str, Any]:
+        filename = call.params.get("filename")
+        length = str(call.params.get("length") or "")
+        if not isinstance(filename, str) or not filename or not length.isdigit() or int(length) < 1:
+            return {"ok": False, "error": "invalid_arguments"}
+        with self._cond:
+            file_id = f"F{len(self.files) + 1:08d}"
+            self.files[file_id] = {"id": file_id, "filename": filename, "length": int(length), "data": None,
+                                   "completed": False}
+        return {"ok": True, "upload_url": f"http://127.0.0.1:{self.port}/upload/v1/{file_id}",
+                "file_id": file_id}
+
+    def _receive_upload(self, request: BaseHTTPRequestHandler, file_id: str) -> None:
+        """The upload URL: the bytes as they are, as long as files.getUploadURLExternal was told."""
+        size = int(request.headers.get("Content-Length") or 0)
+        data = request.rfile.read(size) if size else b""
+        call = Call("upload", {"file_id": file_id, "bytes": len(data)}, None, time.monotonic())
+        with self._cond:
+            self.calls.append(call)
+            known = self.files.get(file_id)
+            ok = known is not None and not known["completed"] and len(data) == known["length"]
+            if ok and known is not None:
+                known["data"] = data
+            self._cond.notify_all()
+        status, body = (200, f"OK - {len(data)}".encode()) if ok else (400, b"bad upload")
+        self._done(call, status, None)
+        request.send_response(status)
+        request.send_header("Content-Type", "text/plain")
+        request.send_header("Content-Length", str(len(body)))
+        request.end_headers()
+        request.wfile.write(body)
+
+    def _complete_upload(self, call: Call) -> dict[str, Any]:
+        try:
+            files = json.loads(call.params["files"]) if isinstance(call.params.get("files"), str) \
+                else call.params.get("files")
+        except (KeyError, ValueError):
+            return {"ok": False, "error": "invalid_arguments"}
+        if not isinstance(files, list) or not files or not all(isinstance(f, dict) and f.get("id")
+                                                               for f in files):
+            return {"ok": False, "error": "invalid_arguments"}
+        channel = call.params.get("channel_id")
+        with self._cond:
+            found = [self.files.get(str(f["id"])) for f in files]
+            if any(f is None or f["data"] is None for f in found):
+                return {"ok": False, "error": "file_not_found"}
+            if any(f is not None and f["completed"] for f in found):
+                return {"ok": False, "error": "already_completed"}
+            shared = []
+            for asked, known in zip(files, found, strict=True):
+                assert known is not None
+                known.update(completed=True, title=asked.get("title") or known["filename"], channel=channel,
+                             initial_comment=call.params.get("initial_comment"))
+                shared.append({"id": known["id"], "title": known["title"], "name": known["filename"]})
+            if channel:
+                self.messages.setdefault(str(channel), []).append({
+                    "type": "message", "subtype": "file_share", "ts": self._next_ts(), "channel": channel,
+                    "user": BOT_USER, "bot_id": BOT_ID, "text": call.params.get("initial_comment") or "",
+                    "files": shared, "params": dict(call.params), "posted_by_bot": True})
+        return {"ok": True, "files": [{"id": f["id"], "title": f["title"]} for f in shared]}
+
     # plumbing ---------------------------------------------------------------------------------------
 
     def _next_ts(self) -> str:
@@ -458,6 +540,9 @@ class FakeSlack(Loopback):
 
     def _serve(self, request: BaseHTTPRequestHandler) -> None:
         parts = urlsplit(request.path)
+        if parts.path.startswith("/upload/v1/"):
+            self._receive_upload(request, parts.path[len("/upload/v1/"):])
+            return
         method = parts.path.rstrip("/").rsplit("/", 1)[-1]
         params, token = _read_params(request, parts.query)
         call = Call(method, params, token, time.monotonic(), headers=dict(request.headers.items()))
