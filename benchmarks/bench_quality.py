@@ -2,7 +2,12 @@
 held-out sets nobody tuned on, keyword-only and hybrid side by side.
 
     .venv/bin/python benchmarks/bench_quality.py [--queries A.json B.json ...] [--detail]
-        [--embeddings-url URL [--embeddings-model NAME]]
+        [--embeddings-url URL [--embeddings-model NAME]] [--compare REV] [--json]
+
+--compare REV prints every figure twice, before (the code of git revision REV: its bot/ and tests/fakes/
+unpacked into a scratch directory and measured there, in a second process) and after (this checkout), on
+this checkout's query sets: what a change to search did to every held-out set, in one run. --json prints the
+figures as one JSON object.
 
 The archive is tests/data/apple_ml_corpus.json (72 real Apple ML Research posts) in a temporary SQLite store.
 tests/data/judged_queries.json is the tuning set (the constants of bot/search/hybrid.py and keywords.py were
@@ -35,15 +40,20 @@ reports.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import math
+import subprocess
 import sys
+import tarfile
 import tempfile
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+# --code DIR (what --compare runs): the bot package of another revision, unpacked there, is the one measured
+sys.path.insert(0, sys.argv[sys.argv.index("--code") + 1] if "--code" in sys.argv[:-1] else str(ROOT))
 
 from bot.errors import EmbeddingError  # noqa: E402
 from bot.models import SearchHit  # noqa: E402
@@ -172,7 +182,22 @@ def main() -> None:
     parser.add_argument("--embeddings-url", help="an OpenAI-compatible embeddings endpoint "
                         "(EMBEDDINGS_API_URL) instead of the bundled model")
     parser.add_argument("--embeddings-model", help="the model the endpoint is asked for (EMBEDDINGS_MODEL)")
+    parser.add_argument("--compare", metavar="REV", help="print every figure for the code of git revision "
+                        "REV (before) beside this checkout's (after), on the same query sets")
+    parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
+    parser.add_argument("--code", type=Path, help=argparse.SUPPRESS)  # --compare's checkout (read at import)
     args = parser.parse_args()
+    if args.compare:
+        before = _measured_at(args.compare, args)
+        compare(before, measure(args), args.compare)
+    elif args.json:
+        print(json.dumps(measure(args)))
+    else:
+        report(measure(args))
+
+
+def measure(args: argparse.Namespace) -> dict[str, Any]:
+    """Every figure `report` prints, for the code imported (this checkout's, or --code's), as JSON data."""
     sets = [json.loads(path.read_text(encoding="utf-8"))["queries"] for path in args.queries]
     with tempfile.TemporaryDirectory() as tmp:
         store = open_store(f"sqlite:///{tmp}/quality.db")
@@ -191,44 +216,118 @@ def main() -> None:
             if args.detail:
                 print(f"{path.name}: keyword, then hybrid")
             by_keyword, by_hybrid = answers(keyword_index, queries), answers(hybrid_index, queries)
-            results.append((path, queries, evaluate(queries, by_keyword, args.detail),
-                            evaluate(queries, by_hybrid, args.detail),
-                            by_meaning_share(queries, by_hybrid),
-                            answered_with_nothing(queries, by_keyword),
-                            answered_with_nothing(queries, by_hybrid)))
+            counts: dict[str, int] = defaultdict(int)
+            for q in queries:
+                counts[q["kind"]] += 1
+            (right, marked), (k_none, empty), (h_none, _) = (by_meaning_share(queries, by_hybrid),
+                                                             answered_with_nothing(queries, by_keyword),
+                                                             answered_with_nothing(queries, by_hybrid))
+            results.append({"name": path.name, "queries": len(queries), "counts": counts,
+                            "keyword": evaluate(queries, by_keyword, args.detail),
+                            "hybrid": evaluate(queries, by_hybrid, args.detail),
+                            "by_meaning": [right, marked], "nothing": [k_none, h_none, empty]})
         keyword_related, hybrid_related = (related_share(keyword_index, store, sets),
                                            related_share(hybrid_index, store, sets))
         judges = [json.loads(path.read_text(encoding="utf-8"))["related"] for path in JUDGES]
-        by_judge = [(path, *(judged_share(index, store, judged) for index in (keyword_index, hybrid_index)))
+        by_judge = [[path.name, *(judged_share(index, store, judged) for index in (keyword_index,
+                                                                                    hybrid_index))]
                     for path, judged in zip(JUDGES, judges, strict=True)]
-    print(f"Search quality over {CORPUS.name} ({model.name}); keyword-only | hybrid")
-    for path, queries, keyword, hybrid, (right, marked), (k_none, empty), (h_none, _) in results:
-        counts: dict[str, int] = defaultdict(int)
-        for q in queries:
-            counts[q["kind"]] += 1
-        print(f"\n{path.name} ({len(queries)} queries)")
+    return {"model": model.name, "sets": results, "related": [keyword_related, hybrid_related],
+            "agreement": [agreement(*judges, 2), agreement(*judges, 1)], "judges": by_judge}
+
+
+def report(measured: dict[str, Any]) -> None:
+    print(f"Search quality over {CORPUS.name} ({measured['model']}); keyword-only | hybrid")
+    for found in measured["sets"]:
+        keyword, hybrid, counts = found["keyword"], found["hybrid"], found["counts"]
+        (right, marked), (k_none, h_none, empty) = found["by_meaning"], found["nothing"]
+        print(f"\n{found['name']} ({found['queries']} queries)")
         print(f"{'kind':<12}{'queries':>8}{'nDCG@10':>16}{'recall@10':>16}{'shown precision':>20}")
         for kind in (*KINDS, "all"):
             if kind not in keyword:
                 continue
             k, h = keyword[kind], hybrid[kind]
-            n = len(queries) if kind == "all" else counts[kind]
+            n = found["queries"] if kind == "all" else counts[kind]
             print(f"{kind:<12}{n:>8}{k['ndcg']:>8.3f}{h['ndcg']:>8.3f}{_figure(k.get('recall'))}"
                   f"{_figure(h.get('recall'))}{k['precision']:>10.3f}{h['precision']:>10.3f}")
         print(f"shown results found by meaning alone (hybrid): {marked}, {right} of them judged relevant")
         if empty:
             print(f"queries nothing is relevant to: {empty}, answered with nothing: {k_none} keyword-only, "
                   f"{h_none} hybrid")
-    (k_share, k_listed, most), (h_share, h_listed, _) = keyword_related, hybrid_related
+    (k_share, k_listed, most), (h_share, h_listed, _) = measured["related"]
     print(f"\nrelated items sharing a judged topic ({RELATED} asked per judged item): {k_share:.1%} of "
           f"{k_listed} listed keyword-only, {h_share:.1%} of {h_listed} hybrid; the most any ranking listing "
           f"{RELATED} could: {most:.1%}")
-    print(f"the two judges agree on {agreement(*judges, 2):.0%} of the pairs either judges the same topic, "
-          f"{agreement(*judges, 1):.0%} of those either judges related at all")
-    for path, keyword, hybrid in by_judge:
-        print(f"related items against {path.name} (keyword-only | hybrid): judged related "
+    same, either = measured["agreement"]
+    print(f"the two judges agree on {same:.0%} of the pairs either judges the same topic, "
+          f"{either:.0%} of those either judges related at all")
+    for name, keyword, hybrid in measured["judges"]:
+        print(f"related items against {name} (keyword-only | hybrid): judged related "
               f"{keyword[0]:.1%} | {hybrid[0]:.1%}, the same topic {keyword[1]:.1%} | {hybrid[1]:.1%}, "
               f"of {keyword[2]} | {hybrid[2]} listed; posts with none listed {keyword[3]} | {hybrid[3]}")
+
+
+def compare(before: dict[str, Any], after: dict[str, Any], rev: str) -> None:
+    """Every set's figures for REV's code (before) and this checkout's (after), side by side."""
+    print(f"Search quality over {CORPUS.name} ({after['model']}): before ({rev}) -> after (this checkout)")
+    for old, new in zip(before["sets"], after["sets"], strict=True):
+        print(f"\n{new['name']} ({new['queries']} queries)")
+        print(f"{'':<20}{'nDCG@10':^32}{'recall@10':^32}{'shown precision':^32}")
+        print(f"{'kind':<12}{'queries':>8}" + f"{'keyword-only':^16}{'hybrid':^16}" * 3)
+        for kind in (*KINDS, "all"):
+            if kind not in new["keyword"]:
+                continue
+            n = new["queries"] if kind == "all" else new["counts"][kind]
+            row = "".join(_change(old[how][kind].get(name), new[how][kind].get(name))
+                          for name in ("ndcg", "recall", "precision") for how in ("keyword", "hybrid"))
+            print(f"{kind:<12}{n:>8}{row}")
+        (was_right, was_marked), (right, marked) = old["by_meaning"], new["by_meaning"]
+        print(f"shown results found by meaning alone (hybrid): {was_marked} -> {marked}, judged relevant "
+              f"{was_right} -> {right}")
+        (was_k, was_h, empty), (k_none, h_none, _) = old["nothing"], new["nothing"]
+        if empty:
+            print(f"queries nothing is relevant to: {empty}, answered with nothing: {was_k} -> {k_none} "
+                  f"keyword-only, {was_h} -> {h_none} hybrid")
+    (was_k, was_kn, _), (was_h, was_hn, _) = before["related"]
+    (k_share, k_listed, _), (h_share, h_listed, _) = after["related"]
+    print(f"\nrelated items sharing a judged topic: keyword-only {was_k:.1%} of {was_kn} -> {k_share:.1%} of "
+          f"{k_listed}, hybrid {was_h:.1%} of {was_hn} -> {h_share:.1%} of {h_listed}")
+    for (name, was_keyword, was_hybrid), (_, keyword, hybrid) in zip(before["judges"], after["judges"],
+                                                                     strict=True):
+        print(f"related items judged related by {name}: keyword-only {was_keyword[0]:.1%} -> "
+              f"{keyword[0]:.1%}, hybrid {was_hybrid[0]:.1%} -> {hybrid[0]:.1%}")
+
+
+def _change(was: float | None, now: float | None) -> str:
+    """A figure before and after, 16 characters wide ("0.804 -> 0.827"; a dash for none)."""
+    if was is None and now is None:
+        return f"{'-':^16}"
+    said = f"{'-' if was is None else f'{was:.3f}'} -> {'-' if now is None else f'{now:.3f}'}"
+    return f"{said:^16}"
+
+
+def _measured_at(rev: str, args: argparse.Namespace) -> dict[str, Any]:
+    """`measure` for the code of git revision `rev`: its bot/ and tests/fakes/ (with the corpus they read)
+    unpacked into a scratch directory, and this script run there (--code) on this checkout's query sets."""
+    with tempfile.TemporaryDirectory() as code:
+        paths = ["bot", "tests/__init__.py", "tests/fakes", "tests/data/apple_ml_corpus.json"]
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, *paths], capture_output=True,
+                                 timeout=120, check=False)
+        if archive.returncode:
+            sys.exit(f"bench_quality: cannot read {rev}: {archive.stderr.decode(errors='replace').strip()}")
+        with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+            tar.extractall(code, filter="data")
+        command = [sys.executable, __file__, "--json", "--code", code,
+                   "--queries", *(str(path.resolve()) for path in args.queries)]
+        if args.embeddings_url:
+            command += ["--embeddings-url", args.embeddings_url]
+        if args.embeddings_model:
+            command += ["--embeddings-model", args.embeddings_model]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=1800, check=False)
+        if done.returncode:
+            sys.exit(f"bench_quality: {rev}: {done.stderr.strip()[-500:]}")
+        measured: dict[str, Any] = json.loads(done.stdout)
+        return measured
 
 
 def _figure(value: float | None) -> str:
