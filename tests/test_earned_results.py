@@ -290,9 +290,15 @@ def test_a_query_about_what_no_item_covers_is_answered_with_nothing(corpus: Stor
 
 
 def test_a_description_missing_an_everyday_word_still_finds_its_match_by_meaning(corpus: Store) -> None:
+    """Since issue 54 the post holding its rarest words ("cutting", as cutting out, and "objects": two of
+    four, not two thirds) comes first by them; the match by meaning is still listed."""
     found = search(hybrid(corpus), "cutting objects out of camera pictures", 10)
     assert found.missing == ("pictures",)
-    assert found.hits[0].by_meaning and found.hits[0].item.title.startswith("On-device Panoptic Segmentation")
+    first = found.hits[0]
+    assert first.item.title.startswith("Fast Class-Agnostic Salient Object Segmentation")
+    assert not first.by_meaning
+    assert any(hit.by_meaning and hit.item.title.startswith("On-device Panoptic Segmentation")
+               for hit in found.hits)
 
 
 def test_no_result_suggests_a_related_topic_from_the_glossary(corpus: Store) -> None:
@@ -910,7 +916,7 @@ def test_a_question_whose_words_no_item_holds_together_finds_the_one_holding_som
 def test_matches_by_meaning_alone_are_the_few_closest(corpus: Store) -> None:
     """Uncapped, three in four items shown as close in meaning alone were judged irrelevant (the tuning set):
     a reply shows at most MOST_BY_MEANING of them, one beside items that match the words."""
-    alone = search(hybrid(corpus), "a speaker hearing you across a noisy kitchen", 10)
+    alone = search(hybrid(corpus), "a speaker hearing you across a noisy room", 10)
     assert alone.hits and all(h.by_meaning for h in alone.hits)
     assert len(alone.hits) == alone.total <= blend.MOST_BY_MEANING
     beside = search(hybrid(corpus), "privacy", 100)

@@ -11,7 +11,7 @@ import pytest
 from bot.search.index import SearchIndex
 from bot.search.query import search
 from bot.store import SQLiteStore, Store, open_store
-from tests.fakes.archive import corpus_items
+from tests.fakes.archive import corpus_index, corpus_items, fixture_items
 
 CORPUS = json.loads((Path(__file__).parent / "data" / "apple_ml_corpus.json").read_text())
 
@@ -69,3 +69,29 @@ def test_the_corpus_answers_every_query(tmp_path: Path) -> None:
     words = {h.item.id for h in search(index, "language models", limit=100).hits}
     assert phrase < words
     assert all(h.item.kind == "update" for h in search(index, "apple type:update").hits)
+
+
+WEIGHED = [  # an item may hold enough of these words by weight though not two thirds of them (issue 54)
+    "catastrophic forgetting when adapting language models",
+    "cutting objects out of camera pictures",
+    "please find anything on personalizing models to each individual user",
+    "what has apple published about privacy preserving federated learning on device lately",
+]
+
+
+@pytest.mark.postgres
+def test_both_stores_weigh_the_words_alike(tmp_path: Path, pg_schema_url: str) -> None:
+    """The words' weights are read from each store's index (how many items hold each word): the same
+    results, in the same order and with the same scores, on both, with the post on forgetting added."""
+    forgetting = [i for i in fixture_items() if i.link.endswith("/scaling-laws-forgetting-finetuning")]
+    lite, pg = filled(SQLiteStore(tmp_path / "parity.db")), filled(open_store(pg_schema_url))
+    for store in (lite, pg):
+        store.add_items(forgetting)
+    for meaning in (False, True):
+        on_sqlite, on_postgres = corpus_index(lite, meaning), corpus_index(pg, meaning)
+        for query in WEIGHED:
+            ranked = [(h.item.id, h.score, h.by_meaning) for h in search(on_sqlite, query).hits]
+            assert ranked, query
+            assert ranked == [(h.item.id, h.score, h.by_meaning) for h in search(on_postgres, query).hits]
+        first = search(on_postgres, WEIGHED[0]).hits[0]
+        assert first.item.link == forgetting[0].link and not first.by_meaning

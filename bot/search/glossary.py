@@ -173,6 +173,17 @@ def expand(words: list[str], typed: str | None = None) -> list[Expansion]:
     return found + _plain(lowered, {form for e in found for form in e.adds})
 
 
+@lru_cache(maxsize=256)
+def narrower(form: str) -> tuple[str, ...]:
+    """The abbreviations of the narrower terms of the long form `form`, those one of whose long forms holds
+    its terms in a row: for "language model", LLM (large language model), MLLM, dLLM, SLM, VLM and AFM; for
+    "reinforcement learning", RLHF and RLVR. An item saying "LLMs" holds "language models", as one writing
+    "large language models" out does."""
+    said = _analyzed(form)
+    return tuple(entry.short for entry in entries() if not entry.case and any(
+        _analyzed(long) != said and _contains(list(_analyzed(long)), said) for long in entry.long))
+
+
 def _plain(lowered: list[str], added: set[tuple[str, ...]]) -> list[Expansion]:
     """The field's terms the query's plain words stand for (the `plain` list), but those it says itself or
     an abbreviation's expansion already adds."""

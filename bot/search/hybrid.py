@@ -5,7 +5,9 @@ Imported with the embedding model (numpy's boundary), never at start-up.
 
 Who earns a place:
 - an item that matches the words (bot.search.keywords: every quoted phrase, and both of two loose words or
-  two thirds of more, each word by its stems, its correction or a glossary form), however far its meaning;
+  two thirds of more, each word by its stems, its correction or a glossary form; or fewer of four or more
+  that weigh enough, bot.search.rarity: the rarest word some item holds and others, together 40% of the
+  query's words' weight, each weighed by how few items hold it), however far its meaning;
 - unless the query quotes a phrase, or none of its words is in the archive, an item close in meaning alone
   (marked `by_meaning`): its cosine similarity to the query stands MEANING_Z standard deviations above the
   mean over the items the filters allow (WORDS_MATCHED_Z more when some items match the words; only SOME_Z

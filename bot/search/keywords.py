@@ -13,7 +13,8 @@ MIN_FUZZY_CHARS or more letters that matches no indexed term and is no common En
 "apart" is not a typo of "part") is searched fuzzily (edit distance 1; 2 when its stem has LONG_WORD_CHARS
 letters), never as a filler word ("barely" is not "are"): `spelled` puts the word found in its place
 before anything else, and says what was searched for.
-The glossary's other forms of a term the query names are OR-ed in at EXPANSION_BOOST; two words typed next to
+The glossary's other forms of a term the query names (and, for a long form, the abbreviations of narrower
+terms: "language model" also LLM) are OR-ed in at EXPANSION_BOOST; two words typed next to
 each other score PAIR_BOOST more where they stand together (a word between allowed). Filters select, they do
 not score. Queries are built with tantivy.Query constructors only (never its query parser): any user string
 is safe.
@@ -33,6 +34,7 @@ from bot.search import glossary
 from bot.search.analysis import KEPT_APART, KEPT_TERMS, terms
 from bot.search.engine import SCHEMA, TEXT_FIELDS, Snapshot, ids_of, items
 from bot.search.query import Query, parse_query
+from bot.search.rarity import enough
 from bot.search.words import FILLER, english, form_of
 from bot.store import Store
 
@@ -115,7 +117,8 @@ class Words:
 
     query: tantivy.Query | None  # the scoring part, None when the query has no words
     words: tuple[str, ...]  # the words that decide the ranking, as searched (corrected): what meaning embeds
-    required: int  # how many of the loose words (each with its other forms) an item must hold
+    required: int  # how many of the loose words (each with its other forms) an item must hold by count (it
+    # may hold fewer that weigh enough: `rarity`)
     known: int = 0  # how many of the words some item holds (a made-up word is in none)
     missing: tuple[str, ...] = ()  # the words no item holds, as typed
     some: tantivy.Query | None = None  # any of the words (when more than one is needed): who holds some
@@ -128,8 +131,9 @@ class Words:
 
 
 def required(loose: int) -> int:
-    """How many of `loose` words an item must hold to match them: all of one or two words, a clear majority
-    (two thirds, rounded up) of more."""
+    """How many of `loose` words an item must hold to match them by count: all of one or two words, a clear
+    majority (two thirds, rounded up) of more. An item holding the rarest of them and others that weigh
+    enough matches them too (`rarity.enough`)."""
     return loose if loose <= 2 else -(-2 * loose // 3)
 
 
@@ -197,10 +201,11 @@ def as_spelled(snapshot: Snapshot, words: str, store: Store) -> str | None:
 
 def text_query(snapshot: Snapshot, query: Query, expansions: list[glossary.Expansion] | None = None) -> Words:
     """The scoring part of a query (its misspelt words put right by `spelled`): every quoted phrase, and
-    `required` of its loose content words (each word matched by its stems, the prefix it was typed as, or a
-    glossary form standing for it: the glossary's other forms of an abbreviation or long form the query
-    names, each a phrase, an abbreviation also in the other number, "LLM" finds "LLMs"), the words of a
-    glossary term counted once (`_as_terms`)."""
+    `required` of its loose content words, or fewer that weigh enough (`rarity.enough`: the rarest and
+    others; each word matched by its stems, the prefix it was typed as, or a glossary form standing for it:
+    the glossary's other forms of an abbreviation or long form the query names, each a phrase, an
+    abbreviation also in the other number, "LLM" finds "LLMs", and a long form's narrower abbreviations,
+    "language model" finds "LLMs"), the words of a glossary term counted once (`_as_terms`)."""
     searcher = snapshot.searcher
     clauses: list[tantivy.Query] = []
     searched: list[str] = []
@@ -243,13 +248,15 @@ def text_query(snapshot: Snapshot, query: Query, expansions: list[glossary.Expan
     need = required(len(clauses))
     if not clauses and not musts:
         return Words(None if not query.terms else tantivy.Query.boolean_query([]), (), 0)
+    weighed = enough(searcher, clauses, need)  # the items holding enough of the words by count or by weight
     if len(clauses) == 1 and not musts:
         text = clauses[0]
-    elif not musts:
-        text = tantivy.Query.boolean_query([(SHOULD, c) for c in clauses], need)
-    else:
+    elif weighed is None:  # only by count
         parts_of = [(tantivy.Occur.Must, m) for m in musts] + [(SHOULD, c) for c in clauses]
         text = tantivy.Query.boolean_query(parts_of, need if clauses else None)
+    else:  # the score is the words', as by count
+        parts_of = [(tantivy.Occur.Must, m) for m in [*musts, weighed]]
+        text = tantivy.Query.boolean_query([*parts_of, *((SHOULD, c) for c in clauses)])
     pairs = [tantivy.Query.boost_query(_phrase([a, b], tuple(name for name, _ in TEXT_FIELDS), PAIR_SLOP),
                                        PAIR_BOOST)
              for a, b in zip(paired, paired[1:], strict=False) if a and b]
@@ -290,14 +297,17 @@ def _glossary_forms(
     loose: list[str], expansions: list[glossary.Expansion]
 ) -> dict[str, list[tantivy.Query]]:
     """The glossary forms (as phrase queries, at EXPANSION_BOOST) that stand for each loose word: every word
-    of the form the query said ("speech" and "recognition" both stand for "ASR")."""
+    of the form the query said ("speech" and "recognition" both stand for "ASR"), and of a long form said,
+    the abbreviations of narrower terms too (`glossary.narrower`: "language models" for "LLMs")."""
     found: dict[str, list[tantivy.Query]] = {}
     for expansion in expansions:
         said = set(terms(expansion.said.lower()))
         said_words = {w.lower() for w in expansion.said.split()}
         owners = [w for w in loose if set(terms(w)) & said or w in said_words
                   or (w.endswith("s") and w[:-1] in said_words)]
-        for form in expansion.adds:
+        narrower = () if expansion.plain or expansion.said == expansion.entry.short \
+            else tuple(tuple(terms(short)) for short in glossary.narrower(expansion.said))
+        for form in (*expansion.adds, *narrower):
             variants: list[list[str | tuple[int, str]]] = [list(form)]
             if len(form) == 1:
                 variants.append([form[0] + "s"])
