@@ -156,8 +156,8 @@ def test_a_stop_with_no_work_twice_or_for_another_workspace_changes_nothing(
             "authorizations": [{"team_id": "T0OTHER", "user_id": "UOTHERBOT", "is_bot": True}]})
         status, _ = http("POST", bot.url, body.encode(), signed_headers(body.encode(), "application/json"))
         assert status == 200
-        odd = {**stop_event("D0ALICE", asked["ts"]), "thread_ts": {"not": "a ts"}, "channel": ["C1"]}
-        assert bot.send(odd) == 200
+        odd = {**stop_event("D0ALICE", asked["ts"]), "thread_ts": "", "channel": "D0ALICE"}
+        assert bot.send(odd) == 200  # a shape the request check lets through: the listener's one line
         bot.drain()
         assert len(slack_api.calls) == before  # no Slack call for any of them
     lines = [r.getMessage() for r in caplog.records if "session_stop" in r.getMessage()]
@@ -199,8 +199,14 @@ def test_a_context_of_odd_shapes_is_one_log_line_and_changes_nothing(
         assert view(bot, "C0SEEN") == 200
         bot.drain()
         assert store.viewing(TEAM, "U0ALICE") == "C0SEEN"
-        odd: list[Any] = [[], "x", {"entities": {"type": "x"}}, {"entities": "C0OTHER"},
-                          {"entities": [1, None, {"type": "slack#/types/channel_id", "value": {"a": 1}}]},
+        # a context Slack never sends (not an object, entities not a list) is refused before any listener
+        for context in ([], "x", {"entities": {"type": "x"}}, {"entities": "C0OTHER"}):
+            body = json.loads(context_body("C0IGNORED"))
+            body["event"]["context"] = context
+            raw = json.dumps(body).encode()
+            assert http("POST", bot.url, raw, signed_headers(raw, "application/json"))[0] == 400
+        # entities of odd shapes in a list: acked, one log line each, nothing changed
+        odd: list[Any] = [{"entities": [1, None, {"type": "slack#/types/channel_id", "value": {"a": 1}}]},
                           {"entities": [{"type": "slack#/types/channel_id", "value": "not a channel"}]}]
         for context in odd:
             body = json.loads(context_body("C0IGNORED"))

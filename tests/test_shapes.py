@@ -111,7 +111,7 @@ HTTP_CASES: list[tuple[str, Callable[[], tuple[bytes, str]], str]] = [
     ("command_by_a_user_id_with_a_newline", lambda: (command(user="U0ALICE\nevent=x"), FORM), "bad_id"),
     ("command_team_a_user_id", lambda: (command(team="U0ALICE"), FORM), "bad_id"),
     ("context_a_list", lambda: (context(context=[]), JSON), "unexpected_shape"),
-    ("context_entities_strings", lambda: (context(context={"entities": ["C0ML"]}), JSON), "unexpected_shape"),
+    # entities of odd shapes inside a list are acked and skipped by the listener (issue 52; test_sessions)
     ("authorization_team_a_number", lambda: (with_authorizations(context(), [{"team_id": 5}]), JSON),
      "bad_id"),
 ]
