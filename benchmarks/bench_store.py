@@ -17,6 +17,11 @@ the same queries (target p99 < 20 ms at 20,000); "vectors" is the memory the mat
 process's resident memory that loading the vectors (and the model, 16 MB) added; "related p99" is finding
 the five related items (bot.search.related) of each of the 50 newest items. Queries refused as only common
 words ("the") are left out.
+
+Author matching (issue 55), in a third table, on an archive of the same size with authors (each item 3 to 9
+of N/2 people): the archive's author names built once per change, a typed name resolved as follow and
+subscribe resolve it, `search author:"…"`, and a new item routed to 1,000 author follows
+(benchmarks/authors_load.py says what is measured). Target: author matching p99 < 10 ms at 20,000 items.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import authors_load  # noqa: E402
 from benchmarks.bench_ingest import QUERIES, pct, searchable, synthetic, timings  # noqa: E402
 from bot.models import Item  # noqa: E402
 from bot.search import query as search  # noqa: E402
@@ -189,9 +195,10 @@ def main() -> None:
     )
     print(header)
     print("  targets: search p99 < 10 ms at 20,000 and < 50 ms at 100,000; index build < 2 s at 20,000")
-    hybrid_rows = []
+    hybrid_rows, author_rows = [], []
     for size in sizes:
         for name, make in backends:
+            author_rows.append(authors_load.row(name, size, authors_load.measure_authors(make, size, runs)))
             r = measure(make, size, runs)
             print(
                 f"  {name:<9} {size:>8,} {r['ingest_s']:>8.1f}s {r['rate']:>9,.0f} {r['build_s']:>6.2f}s "
@@ -210,6 +217,11 @@ def main() -> None:
           f"{'hybrid p99':>11} {'vectors':>10} {'rss':>9} {'related p99':>11}")
     print("  targets: embedding 5,000 items < 30 s; hybrid search p99 < 20 ms at 20,000")
     for row in hybrid_rows:
+        print(row)
+    print(f"author matching (load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores at the end)")
+    print(authors_load.HEADER)
+    print(authors_load.TARGETS)
+    for row in author_rows:
         print(row)
 
 

@@ -40,7 +40,7 @@ from slack_sdk.models.messages.chunk import TaskUpdateChunk
 
 from bot import entities, views
 from bot.ask import Understood, clean
-from bot.blocks import ACTION_VALUE_LIMIT, CITE_ACTION_ID, cut, escape, title_link
+from bot.blocks import ACTION_VALUE_LIMIT, CITE_ACTION_ID, author_menu, cut, escape, title_link
 from bot.commands import LATEST_DEFAULT, LATEST_MAX, SEARCH_RESULTS, Services, shown_count
 from bot.errors import SearchError, SummaryError, SummaryStopped
 from bot.models import Item, shown_day
@@ -161,6 +161,9 @@ def stream_written(
         listed = [views.section(_cited_list(cited, items))]
         if cited:
             listed.append(_cite_buttons(cited, items))
+        menu = author_menu([author for item in cited for author in item.authors])
+        if menu:  # the cited papers' authors, each leading to their other items
+            listed.append({"elements": [menu], "type": "actions"})
         if shown.note:  # as the search's own reply says it
             listed.append(views.context(escape(shown.note)))
         listed += ending

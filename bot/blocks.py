@@ -23,7 +23,9 @@ from slack_sdk.models.blocks import (
     SectionBlock,
 )
 
-from bot.models import Item, shown_day
+from bot.errors import SearchError
+from bot.models import AUTHOR_PREFIX, Item, shown_day
+from bot.search.authors import typed
 from bot.search.match import TOPIC_PREFIX
 
 EVENT_TYPE = "mlresearch_item"
@@ -44,6 +46,9 @@ CITE_ACTION_ID = "cite_item"
 # ids must differ within one actions block.
 CITE_ACTIONS = re.compile(r"^cite_item(?:_[0-9]{1,2})?$")
 ACTION_VALUE_LIMIT = 2000
+AUTHOR_ACTION_ID = "more_by_author"
+AUTHOR_OPTIONS = 100  # Slack: a static select holds at most 100 options
+OPTION_TEXT_CHARS = 75  # Slack: an option's text
 
 
 def escape(text: str) -> str:
@@ -106,18 +111,25 @@ def day(item: Item) -> str:
 
 def item_message(item: Item, matched: Sequence[str] = ()) -> dict[str, Any]:
     """The channel post for one new item: `text` (fallback), `blocks`, `metadata`, `unfurl_*`."""
+    meta = f"{KIND_LABEL.get(item.kind, 'Paper')} · {day(item)}"
+    if item.authors:
+        meta += f" · {escape(cut(format_authors(item.authors), 200))}"
     blocks: list[Any] = [
         SectionBlock(text=md(f"*{title_link(item)}*")),
-        ContextBlock(elements=[md(f"{KIND_LABEL.get(item.kind, 'Paper')} · {day(item)}")]),
+        ContextBlock(elements=[md(meta)]),
     ]
     if item.summary:
         blocks.append(SectionBlock(text=md(escape(snippet(item.summary)))))
     blocks.append(item_actions(item))
     topics = [k for k in matched if k.startswith(TOPIC_PREFIX)]
-    keywords = [k for k in matched if not k.startswith(TOPIC_PREFIX)]
+    by = [k[len(AUTHOR_PREFIX):] for k in matched if k.startswith(AUTHOR_PREFIX)]
+    keywords = [k for k in matched if not k.startswith((TOPIC_PREFIX, AUTHOR_PREFIX))]
     if keywords:
         words = ", ".join(escape(cut(k, 60)) for k in keywords[:10])
         blocks.append(ContextBlock(elements=[md(f"Matched your keywords: {words}")]))
+    if by:
+        names = ", ".join(escape(cut(name, 60)) for name in by[:5])
+        blocks.append(ContextBlock(elements=[md(f"By an author you follow: {names}")]))
     for topic in topics[:3]:
         why = escape(cut(topic[len(TOPIC_PREFIX):], 200))
         blocks.append(ContextBlock(elements=[md(f"Matched your topic by meaning: {why}")]))
@@ -146,7 +158,35 @@ def item_actions(item: Item, *, read: bool = True) -> ActionsBlock:
     if url:
         elements.append(related_button(item))
     elements.append(cite_button(item))
-    return ActionsBlock(elements=elements)
+    menu = author_menu(item.authors)
+    return ActionsBlock(elements=[*elements, *([menu] if menu else [])])
+
+
+def author_menu(authors: Sequence[str]) -> dict[str, Any] | None:
+    """**More by…**: a menu of the authors (each once, at most AUTHOR_OPTIONS); choosing one answers the
+    person alone with `search author:"<name>"` (bot.listeners). Slack links no text to a command, so a menu,
+    beside Save and Related, is how an author's name leads to their items. Each option is the name tidied
+    (`bot.search.authors.typed`: letters, digits and . ' - only, so no name pings, links or breaks a
+    command), its value what is searched; a name no search takes (only initials, over 100 characters) is
+    left out. None when no name is left."""
+    names: dict[tuple[str, ...], str] = {}
+    for author in authors:
+        if len(names) >= AUTHOR_OPTIONS:
+            break
+        try:
+            name = typed(author)
+        except SearchError:
+            continue
+        names.setdefault(name.words, name.name)
+    if not names:
+        return None
+    return {
+        "action_id": AUTHOR_ACTION_ID,
+        "options": [{"text": {"emoji": False, "text": cut(name, OPTION_TEXT_CHARS), "type": "plain_text"},
+                     "value": name} for name in names.values()],
+        "placeholder": {"emoji": False, "text": "More by…", "type": "plain_text"},
+        "type": "static_select",
+    }
 
 
 def cite_button(item: Item) -> ButtonElement:

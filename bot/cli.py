@@ -763,8 +763,9 @@ def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
     demo = store.demo_loaded_at() is not None
     lines = feed_lines(state, store.count_items(), newest, demo)
     lines.append(f"*Subscriptions:* {len(subs)}" + (" (`/mlresearch subscribe` in a channel)" * (not subs)))
+    counts = _author_counts([k for sub in subs for k in sub.keywords], store)
     for sub in subs:
-        line = subscription_line(sub, sub.channel_id, store.workspace_disabled(sub.team_id))
+        line = subscription_line(sub, sub.channel_id, store.workspace_disabled(sub.team_id), counts=counts)
         lines.append("  " + line.replace("*This channel:*", f"{sub.team_id}/{sub.channel_id}:", 1))
     lines.append(f"*Summaries:* {summaries}")
     for line in lines:
@@ -775,6 +776,19 @@ def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
 def _published(item: Any) -> str | None:
     """An item's day for --json: YYYY-MM-DD, or null when it is not known (bot.models.UNDATED)."""
     return None if item.published == UNDATED else f"{item.published:%Y-%m-%d}"
+
+
+def _author_counts(keywords: list[str], store: Any) -> dict[str, int] | None:
+    """How many archive items each author: keyword matches, read from the archive's rows (no search index
+    is built for a status); None when there is no author: keyword."""
+    from bot import author_follows
+    from bot.models import AUTHOR_PREFIX
+    from bot.search.authors import Directory
+
+    if not any(k.startswith(AUTHOR_PREFIX) for k in keywords):
+        return None
+    rows = ((row["id"], json.loads(row["authors"] or "[]")) for row in store.each_item())
+    return author_follows.counts(keywords, Directory.of((i, a) for i, a in rows if isinstance(a, list)))
 
 
 def _iso(moment: Any) -> str | None:

@@ -13,19 +13,19 @@ from __future__ import annotations
 import logging
 import re
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
 
-from bot import cite, digest, home, status, views
+from bot import author_follows, cite, digest, home, status, views
 from bot.ask import understand
 from bot.blocks import FALLBACK_TEXT_LIMIT, counted, cut, escape
 from bot.config import Settings
 from bot.errors import SearchError, StoreError
-from bot.models import MAX_KEYWORDS, MAX_WORKSPACE_TOPICS, Subscription
+from bot.models import AUTHOR_PREFIX, MAX_KEYWORDS, MAX_WORKSPACE_TOPICS, Subscription
 from bot.search.highlight import matcher_for_text
 from bot.search.index import SearchIndex
 from bot.search.keywords import as_spelled
@@ -339,6 +339,7 @@ def cmd_subscribe(rest: str, inv: Invocation, services: Services) -> Reply:
             "I can't post new items into a direct message. Run `/mlresearch subscribe` in the channel where "
             "they should appear."
         )
+    rest, names = author_follows.author_parts(rest)  # author:"name": first, so its quotes stay its own
     rest, mode, at, problem = _digest_options(rest)
     if problem:
         return line(problem)
@@ -349,12 +350,15 @@ def cmd_subscribe(rest: str, inv: Invocation, services: Services) -> Reply:
             f"I found no words to filter on in {views.quoted(rest, 40)}; nothing was changed. Keywords are "
             f'words or "quoted phrases", e.g. `{C} subscribe privacy "speech recognition"`.'
         )
-    problem = _cannot_post(inv, services) or _too_many_topics(inv, services, topics, inv.channel_id)
+    authors = _author_keywords(names, services)
+    problem = authors.problem or _cannot_post(inv, services) or \
+        _too_many_topics(inv, services, topics, inv.channel_id)
     if problem:
         return line(problem)
+    keywords += authors.keywords
     sub, created = services.store.subscribe(inv.team_id, inv.channel_id, inv.user_id, keywords)
     where = views.channel_ref(inv.channel_id)
-    what = views.keywords_text(sub.keywords)
+    what = views.keywords_text(sub.keywords, _author_counts(sub.keywords, services))
     if mode is not None:
         return _subscribed_digest(inv, services, mode, at or digest.DEFAULT_AT, created)
     waiting = 0
@@ -379,7 +383,7 @@ def _misspelt(keywords: tuple[str, ...] | list[str], services: Services) -> str:
     what the archive does not hold yet."""
     hints = []
     for keyword in keywords:
-        if keyword.startswith(TOPIC_PREFIX):
+        if keyword.startswith((TOPIC_PREFIX, AUTHOR_PREFIX)):  # an author's name was looked up already
             continue
         try:  # spelled only, nothing ranked
             meant = as_spelled(services.index.current(services.store), keyword, services.store)
@@ -418,7 +422,8 @@ def _subscribed_digest(inv: Invocation, services: Services, mode: str, at: str, 
     nxt = digest.next_digest(sub, services.clock())
     assert schedule is not None and nxt is not None
     where = views.channel_ref(inv.channel_id)
-    what = views.keywords_text(sub.keywords).replace("new items", "the new items", 1)
+    what = views.keywords_text(sub.keywords, _author_counts(sub.keywords, services)).replace(
+        "new items", "the new items", 1)
     head = f"Subscribed {where}" if created else f"Updated {where}'s subscription"
     message = (
         f"{head}: a {mode} digest of {what}, {schedule.describe()} "
@@ -511,9 +516,10 @@ def cmd_follow(rest: str, inv: Invocation, services: Services) -> Reply:
     refused = _too_long(rest, "follow")
     if refused is not None:
         return refused
+    rest, names = author_follows.author_parts(rest)  # author:"name": first, so its quotes stay its own
     rest, topics = about_topics(rest)  # about:"topic": matched by meaning, as a subscription's
     keywords = split_keywords(rest) + topics
-    if not keywords:
+    if not keywords and not names:
         found = f"I found no words to follow in {views.quoted(rest, 40)}; nothing was changed. " * bool(rest)
         return line(
             f"{found}Usage: `{C} follow &lt;keywords…&gt;`: words or \"quoted phrases\", e.g. "
@@ -522,19 +528,27 @@ def cmd_follow(rest: str, inv: Invocation, services: Services) -> Reply:
         )
     if not inv.user_id:
         return line("I can't tell who you are, so I can't follow anything for you; nothing was changed.")
-    problem = _too_many_topics(inv, services, topics)
+    authors = _author_keywords(names, services)
+    problem = authors.problem or _too_many_topics(inv, services, topics)
     if problem:
         return line(problem)
+    have = services.store.follows(inv.team_id, inv.user_id)
+    keywords += author_follows.as_followed(authors.keywords, have)  # as followed already, if it is
     added, over = services.store.follow(inv.team_id, inv.user_id, keywords)
-    return Reply(*home.follow_reply(added, over, services.store.follows(inv.team_id, inv.user_id)))
+    now = services.store.follows(inv.team_id, inv.user_id)
+    return Reply(*home.follow_reply(added, over, now, _author_counts(now, services)))
 
 
 def cmd_unfollow(rest: str, inv: Invocation, services: Services) -> Reply:
     refused = _too_long(rest, "unfollow")
     if refused is not None:
         return refused
+    rest, names = author_follows.author_parts(rest)
     rest, topics = about_topics(rest)
     keywords = split_keywords(rest) + topics
+    if names:  # the followed authors each name matches ("unfollow author:Hannun")
+        have = services.store.follows(inv.team_id, inv.user_id)
+        keywords += author_follows.unfollowed(author_follows.checked(names), have)
     if rest and not keywords:
         return line(
             f"I found no words in {views.quoted(rest, 40)}; nothing was changed. `{C} unfollow` with no "
@@ -546,13 +560,24 @@ def cmd_unfollow(rest: str, inv: Invocation, services: Services) -> Reply:
 
 
 def cmd_follows(rest: str, inv: Invocation, services: Services) -> Reply:
-    return Reply(*home.follows_reply(services.store.follows(inv.team_id, inv.user_id)))
+    followed = services.store.follows(inv.team_id, inv.user_id)
+    return Reply(*home.follows_reply(followed, _author_counts(followed, services)))
+
+
+def _author_keywords(names: list[str], services: Services) -> author_follows.Resolved:
+    return author_follows.resolved(names, services.index, services.store)
+
+
+def _author_counts(keywords: Sequence[str], services: Services) -> dict[str, int] | None:
+    return author_follows.counted_in(keywords, services.index, services.store)
 
 
 def cmd_status(rest: str, inv: Invocation, services: Services) -> Reply:
     store = services.store
     newest = store.latest(1)
     sub = store.get_subscription(inv.team_id, inv.channel_id)
+    follows = store.follows(inv.team_id, inv.user_id) if inv.user_id else []
+    counts = _author_counts([*(sub.keywords if sub is not None else ()), *follows], services)
     summarizer = services.summarizer
     if summarizer is not None and summarizer.abstractive:
         summaries = f"written by `{escape(summarizer.model[:60])}`, extractive if it fails or is slow"
@@ -569,6 +594,8 @@ def cmd_status(rest: str, inv: Invocation, services: Services) -> Reply:
             summaries,
             _next_digest(store, sub, services.clock()) if sub is not None else None,
             demo=store.demo_loaded_at() is not None,
+            follows=follows,
+            counts=counts,
         )
     )
 

@@ -7,7 +7,7 @@ Pure Block Kit builders as in `bot.views`, made of its blocks; the store is pass
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from bot.blocks import ACTION_VALUE_LIMIT, KIND_LABEL, cut, day, escape, title_link
@@ -24,6 +24,7 @@ from bot.views import (
     divider,
     header,
     item_blocks,
+    keyword_label,
     keywords_text,
     list_snippet,
     one_line,
@@ -39,21 +40,23 @@ HOME_SAVED = 50  # reading-list items the App Home shows at most
 # --- follows --------------------------------------------------------------------------------------------
 
 
-def follows_text(keywords: Sequence[str]) -> str:
-    return ", ".join(f"`{escape(k)}` (by meaning)" if k.startswith("about:") else f"`{escape(k)}`"
-                     for k in keywords)
+def follows_text(keywords: Sequence[str], counts: Mapping[str, int] | None = None) -> str:
+    """Followed keywords as a reply lists them; an author's with how many items match it, when `counts`
+    says."""
+    return ", ".join(keyword_label(k, counts) for k in keywords)
 
 
-def follow_reply(added: Sequence[str], over: Sequence[str], now: Sequence[str]) -> tuple[str, Blocks]:
+def follow_reply(added: Sequence[str], over: Sequence[str], now: Sequence[str],
+                 counts: Mapping[str, int] | None = None) -> tuple[str, Blocks]:
     if added:
-        message = (f"Following {follows_text(added)}: I'll send you a direct message when a new item matches "
-                   "(items already archived aren't sent).")
+        message = (f"Following {follows_text(added, counts)}: I'll send you a direct message when a new item "
+                   "matches (items already archived aren't sent).")
     else:
         message = "You already follow that; nothing was changed."
     if over:
         message += (f" Not added, you follow the most I keep ({len(now)}): {follows_text(over)}; "
                     f"`{COMMAND} unfollow` some first.")
-    message += f" You follow: {follows_text(now)}." if now else ""
+    message += f" You follow: {follows_text(now, counts)}." if now else ""
     return one_line(message)
 
 
@@ -68,15 +71,15 @@ def unfollow_reply(removed: Sequence[str], asked: Sequence[str], now: Sequence[s
     return one_line(message)
 
 
-def follows_reply(keywords: Sequence[str]) -> tuple[str, Blocks]:
+def follows_reply(keywords: Sequence[str], counts: Mapping[str, int] | None = None) -> tuple[str, Blocks]:
     if not keywords:
         return one_line(
             f"You don't follow anything yet. `{COMMAND} follow &lt;keywords…&gt;` sends you a direct message "
             f'for each new item that matches, e.g. `{COMMAND} follow privacy "speech recognition"`.'
         )
     return one_line(
-        f"You follow {follows_text(keywords)}: a new item matching any of them comes to you as a direct "
-        f"message. Stop with `{COMMAND} unfollow &lt;keywords…&gt;` (or `{COMMAND} unfollow` for all)."
+        f"You follow {follows_text(keywords, counts)}: a new item matching any of them comes to you as a "
+        f"direct message. Stop with `{COMMAND} unfollow &lt;keywords…&gt;` (or `{COMMAND} unfollow` for all)."
     )
 
 

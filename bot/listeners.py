@@ -11,7 +11,8 @@
 - Save (on every item message and search result) puts the item on the clicker's reading list and says so
   ephemerally (through `response_url`, else `chat.postEphemeral`); Remove (in the App Home) takes it off and
   publishes the Home again. Related and Cite answer ephemerally the same way (`related` and `cite` of the
-  item); *Export .bib* (in the App Home) sends the reading list as a .bib file in a DM (`bot.cite`).
+  item), and so does an author chosen in a **More by…** menu (`search author:"…"`); *Export .bib* (in the
+  App Home) sends the reading list as a .bib file in a DM (`bot.cite`).
 - App Home: `app_home_opened` publishes `home.home_view` for the person who opened it.
 - Questions (`bot.conversation`): a mention (`app_mention`), a direct message (`message` with `channel_type`
   `im`) or a reply in a DM thread (Bolt's `Assistant` middleware takes every one: `user_message`) is acked at
@@ -92,6 +93,7 @@ def register(app: App, services: Services, lane: ModelLane | None = None) -> Non
     app.action(blocks.RELATED_ACTION_ID)(ack=_ack, lazy=[listeners.related])
     app.action(blocks.CITE_ACTIONS)(ack=_ack, lazy=[listeners.cite])
     app.action(home.EXPORT_ACTION_ID)(ack=_ack, lazy=[listeners.export_bib])
+    app.action(blocks.AUTHOR_ACTION_ID)(ack=_ack, lazy=[listeners.more_by])  # More by…: search author:"…"
     app.event("app_home_opened")(ack=_ack, lazy=[listeners.home])
     app.event("app_context_changed")(ack=_ack, lazy=[listeners.context_changed])
     app.event("agent_session_stopped")(listeners.session_stopped)  # at once, in the request: a stop waits
@@ -363,16 +365,27 @@ class _Listeners:
         """The button's item as BibTeX (and in plain text), to the person who clicked, ephemerally."""
         self._button_command("cite", body, respond, client, context)
 
+    def more_by(self, body: dict[str, Any], respond: Respond | None, client: WebClient,
+                context: BoltContext) -> None:
+        """The items of the author chosen in a **More by…** menu (`search author:"<name>"`), to the person
+        who chose, ephemerally; a menu left empty (Slack sends a null option) asks nothing."""
+        action = (body.get("actions") or [{}])[0]
+        option = action.get("selected_option")
+        value = option.get("value") if isinstance(option, dict) else None
+        name = " ".join(str(value or "").replace('"', " ").replace("“", " ").replace("”", " ").split())
+        if name:
+            self._button_command("search", body, respond, client, context, f'author:"{name[:200]}"')
+
     def _button_command(self, name: str, body: dict[str, Any], respond: Respond | None, client: WebClient,
-                        context: BoltContext) -> None:
-        """`/mlresearch <name> <the button's value>`, answered to the clicker ephemerally (through
-        `response_url`, else chat.postEphemeral)."""
+                        context: BoltContext, value: str | None = None) -> None:
+        """`/mlresearch <name> <the button's value>` (or `value`), answered to the clicker ephemerally
+        (through `response_url`, else chat.postEphemeral)."""
         action = (body.get("actions") or [{}])[0]
         user_id = str((body.get("user") or {}).get("id") or "")
         team_id = _team(context)
         channel_id = str((body.get("channel") or {}).get("id") or "")
-        inv = Invocation(text=f"{name} {str(action.get('value') or '')[:2000]}", team_id=team_id,
-                         channel_id=channel_id, user_id=user_id)
+        said = value if value is not None else str(action.get("value") or "")[:2000]
+        inv = Invocation(text=f"{name} {said}", team_id=team_id, channel_id=channel_id, user_id=user_id)
         reply = commands.handle(inv, self.for_request(client))
         if respond is not None and _respond_ok(respond, response_type="ephemeral", replace_original=False,
                                                text=reply.text, blocks=reply.blocks):

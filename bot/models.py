@@ -16,6 +16,7 @@ Kind = Literal["research", "update"]
 
 MAX_KEYWORDS = 20  # keywords of one subscription, and follows of one person in one workspace
 TOPIC_PREFIX = "about:"  # a keyword that is a topic matched by meaning: "about:privacy"
+AUTHOR_PREFIX = "author:"  # a keyword that is an author's name (bot.search.authors): "author:Awni Hannun"
 MAX_WORKSPACE_TOPICS = 100  # distinct about: topics of one workspace's subscriptions and follows together
 
 

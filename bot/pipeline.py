@@ -8,8 +8,8 @@
 
 A cycle is `bot.poller.poll_once`: fetch -> parse -> route (`bot.route`: who gets each new item and why,
 embeddings computed here, outside any transaction) -> ingest (new items and ledger rows in one short
-transaction) -> deliver -> post due digests (`bot.digest`) -> enrich new items from the research index
-beside a web feed.
+transaction) -> enrich new items from the research index beside a web feed, and route them by the authors
+it found -> deliver -> post due digests (`bot.digest`).
 Then every hook in `after` runs with the cycle's `PollResult`, in order, each guarded (a hook never breaks a
 poll): the place for a search index refresh, and for `serve`'s first-run backfill of a sparse archive
 (`backfill_if_sparse`).

@@ -7,7 +7,10 @@ A cycle, in this order and in the code below:
        transaction is open, so a slow model or endpoint delays no write)
     -> ingest: new items, edits and the routed ledger rows in one short transaction (routed again if a
        subscription changed in between)
-    -> deliver whatever the ledger holds open, then due digests, then enrich new items.
+    -> enrich new items from the research index (the feed has no authors and cuts abstracts), then route
+       those whose authors it found to the author follows and subscriptions they match (`route.by_authors`)
+    -> deliver whatever the ledger holds open (so posts carry the authors and the whole abstract), then due
+       digests.
 Only the holder of the store's poll lock runs a cycle, so a web process and a scheduled `poll` never deliver
 at once.
 """
@@ -31,8 +34,9 @@ from bot.store import Store
 log = logging.getLogger("bot.poller")
 
 Deliver = Callable[[Store], DeliveryReport]
-# Enrichment of newly polled items from the research index (issue 6): (store, client, new item ids).
-# It must never raise and never changes which items are new or queued; see research_index.enricher.
+# Enrichment of newly polled items from the research index (issue 6): (store, client, new item ids) -> the
+# ids of the items it found authors for (anything else: none). It runs after ingest, so it never changes
+# which items are new or what ingest queued; see research_index.enricher.
 Enrich = Callable[[Store, httpx.Client, Sequence[str]], object]
 
 
@@ -87,17 +91,15 @@ def _cycle(
     except RoutesStale as exc:  # subscriptions kept changing while routing: the next poll ingests these
         error = str(exc)
         log.warning("event=route_stale error=%r", error)
+    if enrich is not None and not baseline:
+        # After ingest, so it can change neither what is new nor what ingest queued; before delivery, so what
+        # is posted holds what the index knows, and the authors it found route their items.
+        _enrich(store, client, enrich, [item.id for item in new_items], router)
     report = deliver(store) if deliver is not None else DeliveryReport()
     if digest is not None:  # digests count as delivered messages
         digested = _digests(store, digest)
         report = DeliveryReport(report.delivered + digested.delivered, report.failed + digested.failed,
                                 report.left)
-    if enrich is not None and not baseline:
-        # After ingest and delivery, so it can change neither what is new nor what is queued.
-        try:
-            enrich(store, client, [item.id for item in new_items])
-        except Exception:  # noqa: BLE001 - enrichment is a nicety; it never breaks a poll
-            log.exception("event=enrich_crashed")
     result = PollResult(
         fetched=fetched,
         new=new,
@@ -122,6 +124,29 @@ def _cycle(
         error is None,
     )
     return result
+
+
+def _enrich(store: Store, client: httpx.Client, enrich: Enrich, item_ids: list[str], router: Router) -> None:
+    """The enrichment step, then the routes of the items it found authors for; a failure of either is one
+    log line and never breaks the poll (an item left unrouted by its authors is only not sent for them)."""
+    try:
+        found = enrich(store, client, item_ids)
+    except Exception:  # noqa: BLE001 - enrichment is a nicety; it never breaks a poll
+        log.exception("event=enrich_crashed")
+        return
+    authored = [i for i in found if isinstance(i, str)] if isinstance(found, list) else []
+    if not authored:
+        return
+    try:
+        queued = route.by_authors(store, authored, router)
+    except StoreError as exc:  # RoutesStale too: follows kept changing
+        log.warning("event=route_by_authors_failed items=%d error=%r", len(authored),
+                    " ".join(str(exc).split())[:300])
+        return
+    except Exception:  # noqa: BLE001 - what was queued before still goes out: delivery must run
+        log.exception("event=route_by_authors_crashed items=%d", len(authored))
+        return
+    log.info("event=route_by_authors items=%d queued=%d", len(authored), queued)
 
 
 def _digests(store: Store, digest: Deliver) -> DeliveryReport:

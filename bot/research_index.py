@@ -11,6 +11,7 @@ https://machinelearning.apple.com/research is a Next.js page whose embedded
     backfill(store, client, url) -> BackfillResult       (merge every post; nothing is ever delivered)
     backfill_if_sparse(store, client, url) -> BackfillResult | None      (for `serve`; never raises)
     enrich(store, client, url, item_ids) -> int | None   (for the poller; never raises)
+    enrich_found(store, client, url, item_ids)           (the same, and which items it found authors for)
 
 The reader is built to the shape a third-party scraper documents, not to a saved copy of the page, so it fails
 safe: a page without the script, JSON that does not parse, or posts without the fields we need is a one-line
@@ -407,6 +408,15 @@ def enrich(store: Store, client: httpx.Client, url: str, item_ids: Iterable[str]
     ENRICH_ATTEMPTS times in all; until then the feed's text stands. Only items under /research/ are tried
     (the index lists papers, not /updates/ posts). Never raises; returns how many items were enriched, or
     None when there was nothing to do or the index could not be read."""
+    found = enrich_found(store, client, url, item_ids)
+    return None if found is None else found[0]
+
+
+def enrich_found(
+    store: Store, client: httpx.Client, url: str, item_ids: Iterable[str]
+) -> tuple[int, list[str]] | None:
+    """`enrich`, also saying which items the index listed with authors (this call's or earlier polls' items
+    retried): the poller routes those by their authors (`bot.route.by_authors`)."""
     try:
         pending = _pending(store)
         for item_id in item_ids:
@@ -421,25 +431,27 @@ def enrich(store: Store, client: httpx.Client, url: str, item_ids: Iterable[str]
             log.warning("event=enrich_failed items=%d error=%r", len(pending), str(exc))
             return None
         wanted = [item for item in index.items if item.id in pending]
-        _, enriched = store.merge_index(wanted, insert=False)
+        _, count = store.merge_index(wanted, insert=False)
         found = {item.id for item in wanted}
         _save_pending(
             store, {k: n + 1 for k, n in pending.items() if k not in found and n + 1 < ENRICH_ATTEMPTS}
         )
-        log.info("event=enrich items=%d found=%d enriched=%d", len(pending), len(found), enriched)
-        return enriched
+        log.info("event=enrich items=%d found=%d enriched=%d", len(pending), len(found), count)
+        return count, [item.id for item in wanted if item.authors]
     except Exception as exc:  # noqa: BLE001 - enrichment is a nicety: it never breaks a poll
         log.warning("event=enrich_failed error=%r", f"{type(exc).__name__}: {exc}", exc_info=True)
         return None
 
 
-def enricher(url: str | None) -> Callable[[Store, httpx.Client, Sequence[str]], object] | None:
-    """The poller's enrichment step for an index URL (None: no enrichment)."""
+def enricher(url: str | None) -> Callable[[Store, httpx.Client, Sequence[str]], list[str]] | None:
+    """The poller's enrichment step for an index URL (None: no enrichment): it returns the ids of the items
+    it found authors for."""
     if not url:
         return None
 
-    def step(store: Store, client: httpx.Client, item_ids: Sequence[str]) -> object:
-        return enrich(store, client, url, item_ids)
+    def step(store: Store, client: httpx.Client, item_ids: Sequence[str]) -> list[str]:
+        found = enrich_found(store, client, url, item_ids)
+        return [] if found is None else found[1]
 
     return step
 

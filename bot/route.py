@@ -8,14 +8,21 @@
     ┌─ a channel's subscription (not paused, workspace not disabled)
     │    no keywords ─────────────────────────────────── every item ──┐
     │    a keyword or "a phrase" ── its terms in the title or abstract ┤ matched: the keywords it matched
-    │    about:"topic" ── similarity ≥ THRESHOLD, or every topic word ─┘ and each topic's label, why
+    │    about:"topic" ── similarity ≥ THRESHOLD, or every topic word ─┤ and each topic's label, why
+    │    author:"name" ── one of its authors is that name (bot.search.authors, as search's author:) ─┘
     │        └─► Route(target="channel")   a post in the channel
     │        └─► Route(target="digest")    if the channel takes a digest: the item waits for it
-    └─ a person's follows (keywords and about: topics, matched alike; any match)
+    └─ a person's follows (keywords, about: topics and authors, matched alike; any match)
              └─► Route(target="person")    one direct message per item, `matched` lists every match
 
     Routes(items=the new ids, audience=the read's version, routes=[Route, ...])
         ──► store.ingest(..., routes=...): new items + ledger rows, one short transaction, no model
+
+The feed carries no authors: the research index fills them in after ingest (`research_index.enrich`). Then
+`by_authors` routes the items whose authors became known to the author follows and subscriptions they match
+(only those: keywords and topics were routed at ingest), queued in one short transaction that checks the
+audience as ingest does; the ledger's unique (item, workspace, channel or person) keeps an item that both
+ingest and `by_authors` routed to one place to one post.
 
 A slow or failing embeddings endpoint delays only this step (one log line; topics then match by their words
 for a while, `bot.search.topics.TopicMatcher`); it never holds a transaction, so no write waits for it.
@@ -38,7 +45,18 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from bot.errors import RoutesStale
-from bot.models import TOPIC_PREFIX, Audience, Ingested, Item, Route, Routes, RouteTarget, Validators
+from bot.models import (
+    AUTHOR_PREFIX,
+    TOPIC_PREFIX,
+    Audience,
+    Ingested,
+    Item,
+    Route,
+    Routes,
+    RouteTarget,
+    Validators,
+)
+from bot.search.authors import Typed, matches, required, stored, words_in
 from bot.search.match import matcher
 from bot.search.topics import words_only
 from bot.store import Store
@@ -76,17 +94,35 @@ class Router:
         topics = audience.topics()
         labels = self.topics(items, topics) if topics else [[] for _ in items]
         routes: list[Route] = []
+        named = _Authors(audience)
         for item, found in zip(items, labels, strict=True):
             label_of = {label.rsplit(" (", 1)[0]: label for label in found}  # "topic (why)" by topic
             keywords = matcher(item.title, item.summary)
-            for sub in audience.subscriptions:
-                why = _why(sub.keywords, keywords, label_of)
+            by = named.matched(item.authors)
+            for n, sub in enumerate(audience.subscriptions):
+                why = _why(sub.keywords, keywords, label_of) + by.get(n, ())
                 if why or not sub.keywords:
                     target: RouteTarget = "channel" if sub.digest is None else "digest"
                     routes.append(Route(item.id, sub.team_id, sub.channel_id, target, why))
-            for team_id, user_id, followed in audience.follows:
-                why = _why(followed, keywords, label_of)
+            for n, (team_id, user_id, followed) in enumerate(audience.follows, len(audience.subscriptions)):
+                why = _why(followed, keywords, label_of) + by.get(n, ())
                 if why:
+                    routes.append(Route(item.id, team_id, user_id, "person", why))
+        return Routes(frozenset(item.id for item in items), audience.version(), tuple(routes))
+
+    def by_authors(self, items: Sequence[Item], audience: Audience) -> Routes:
+        """The routes of archived `items` that only their authors decide: each author follow and author
+        subscription (an author: keyword) one of an item's authors matches, `matched` naming those."""
+        routes: list[Route] = []
+        named = _Authors(audience)
+        subs = audience.subscriptions
+        for item in items:
+            for n, why in sorted(named.matched(item.authors).items()):
+                if n < len(subs):
+                    target: RouteTarget = "channel" if subs[n].digest is None else "digest"
+                    routes.append(Route(item.id, subs[n].team_id, subs[n].channel_id, target, why))
+                else:
+                    team_id, user_id, _ = audience.follows[n - len(subs)]
                     routes.append(Route(item.id, team_id, user_id, "person", why))
         return Routes(frozenset(item.id for item in items), audience.version(), tuple(routes))
 
@@ -94,11 +130,69 @@ class Router:
 def _why(
     wanted: Sequence[str], keywords: Callable[[Sequence[str]], list[str]], label_of: dict[str, str]
 ) -> tuple[str, ...]:
-    """Which of `wanted` (keywords, about: topics) an item matches: its keywords as given, then each
-    topic's label, prefixed (the label says by meaning or by its words)."""
-    plain = [k for k in wanted if not k.startswith(TOPIC_PREFIX)]
+    """Which of `wanted`'s keywords and about: topics an item matches: its keywords as given, then each
+    topic's label, prefixed (the label says by meaning or by its words). Authors: `_Authors`."""
+    plain = [k for k in wanted if not k.startswith((TOPIC_PREFIX, AUTHOR_PREFIX))]
     about = [label_of.get(k[len(TOPIC_PREFIX):]) for k in wanted if k.startswith(TOPIC_PREFIX)]
     return tuple(keywords(plain) + [TOPIC_PREFIX + label for label in about if label])
+
+
+class _Authors:
+    """The author: keywords of an audience (its subscriptions, then its follows, numbered in that order),
+    each found by the word an author's name must hold for it to match (`bot.search.authors.required`): an
+    item is checked only against the names its authors' words can match, not against every follow."""
+
+    def __init__(self, audience: Audience) -> None:
+        self.by_word: dict[str, list[tuple[int, int, str, Typed]]] = {}
+        self.anywhere: list[tuple[int, int, str, Typed]] = []  # a surname typed as an initial: any name
+        wanted = [sub.keywords for sub in audience.subscriptions] + [f[2] for f in audience.follows]
+        for n, keywords in enumerate(wanted):
+            for place, keyword in enumerate(keywords):
+                if not keyword.startswith(AUTHOR_PREFIX):
+                    continue
+                try:
+                    name = stored(keyword[len(AUTHOR_PREFIX):])
+                except ValueError:  # a stored name no rule takes any more: it matches nothing
+                    continue
+                need = required(name)
+                entry = (n, place, keyword, name)
+                (self.by_word.setdefault(need, []) if need is not None else self.anywhere).append(entry)
+
+    def matched(self, authors: Sequence[str]) -> dict[int, tuple[str, ...]]:
+        """For an item's authors: the author: keywords they match (as search's author: filter would), by
+        the subscription's or follow's number, in the order it lists them."""
+        if not authors or not (self.by_word or self.anywhere):
+            return {}
+        words = words_in(tuple(authors))
+        candidates = [e for w in words for e in self.by_word.get(w, ())] + self.anywhere
+        found: dict[int, list[tuple[int, str]]] = {}
+        for n, place, keyword, name in candidates:
+            if any(matches(name, author) for author in authors):
+                found.setdefault(n, []).append((place, keyword))
+        return {n: tuple(k for _, k in sorted(set(hits))) for n, hits in found.items()}
+
+
+def by_authors(store: Store, item_ids: Sequence[str], router: Router | None = None) -> int:
+    """Queue, for the archived items `item_ids` whose authors became known after ingest (the research
+    index's enrichment), the routes their authors decide (`Router.by_authors`), in one short transaction
+    that checks the audience (`Store.queue_after_ingest`), ATTEMPTS times against a changing one. Returns
+    how many deliveries and digest items were queued (a route ingest queued already is not queued again)."""
+    found = store.get_items(list(dict.fromkeys(item_ids))) if item_ids else {}
+    items = [found[i] for i in dict.fromkeys(item_ids) if i in found and found[i].authors]
+    if not items:
+        return 0
+    router = router or Router()
+    for attempt in range(1, ATTEMPTS + 1):
+        routes = router.by_authors(items, store.audience())
+        if not routes.routes:
+            return 0
+        try:
+            return store.queue_after_ingest(routes)
+        except RoutesStale as exc:
+            if attempt == ATTEMPTS:
+                raise
+            log.info("event=route_again step=authors attempt=%d reason=%r", attempt, str(exc))
+    raise AssertionError("unreachable")
 
 
 def ingest(

@@ -6,12 +6,13 @@ blocks.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from bot.blocks import counted, cut, escape
 from bot.models import FeedState, Item, Subscription
 from bot.store import utcnow
-from bot.views import COMMAND, Blocks, channel_ref, citation, section
+from bot.views import COMMAND, Blocks, channel_ref, citation, keyword_label, section
 
 _FORMATTING = re.compile(r"[*`]")
 
@@ -55,13 +56,14 @@ def feed_lines(state: FeedState | None, count: int, newest: Item | None, demo: b
 
 def subscription_line(
     sub: Subscription | None, channel_id: str, disabled: str | None = None,
-    next_digest: datetime | None = None,
+    next_digest: datetime | None = None, counts: Mapping[str, int] | None = None,
 ) -> str:
+    """The channel's subscription in one line; `counts`: the archive items each author: keyword matches."""
     where = channel_ref(channel_id)
     if sub is None:
         return f"*This channel:* not subscribed (`{COMMAND} subscribe` to get new items in {where})"
     what = "every new item" if not sub.keywords else "items matching " + ", ".join(
-        f"`{escape(k)}`" for k in sub.keywords
+        keyword_label(k, counts) for k in sub.keywords
     )
     line = f"*This channel:* subscribed to {what}"
     if sub.digest is not None:
@@ -79,9 +81,14 @@ def subscription_line(
 def status_reply(
     state: FeedState | None, count: int, newest: Item | None, sub: Subscription | None, channel_id: str,
     disabled: str | None, summaries: str, next_digest: datetime | None = None, demo: bool = False,
+    follows: Sequence[str] = (), counts: Mapping[str, int] | None = None,
 ) -> tuple[str, Blocks]:
+    """Feed health, the archive, this channel's subscription, the person's follows (when any; `counts`: the
+    items each author: keyword matches) and how summaries are written."""
     lines = [*feed_lines(state, count, newest, demo),
-             subscription_line(sub, channel_id, disabled, next_digest)]
+             subscription_line(sub, channel_id, disabled, next_digest, counts)]
+    if follows:
+        lines.append("*Your follows:* " + ", ".join(keyword_label(k, counts) for k in follows))
     lines.append(f"*Summaries:* {summaries}")
     text = "Status: " + " · ".join(_FORMATTING.sub("", line) for line in lines[:2])
     return text, [section("\n".join(lines))]

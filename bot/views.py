@@ -10,7 +10,7 @@ repeat that, on every reply). Feed text, model text and user input are escaped (
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bot.blocks import (
@@ -19,6 +19,7 @@ from bot.blocks import (
     KIND_LABEL,
     RELATED_ACTION_ID,
     SAVE_ACTION_ID,
+    author_menu,
     corrected,
     counted,
     cut,
@@ -29,7 +30,7 @@ from bot.blocks import (
     snippet,
     title_link,
 )
-from bot.models import Item, SearchHit
+from bot.models import AUTHOR_PREFIX, Item, SearchHit
 from bot.search import glossary
 from bot.search.highlight import WordMatcher, highlighted_snippet, words
 from bot.search.query import without_open_quote
@@ -58,16 +59,16 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (  # (usage, what it does, an examp
     ("cite <link or title words>", "an item's BibTeX entry, and the same reference in plain text",
      "cite hey siri"),
     (
-        "subscribe [keywords…] [about:\"topic\"] [digest:daily|weekly] [at:HH:MM]",
-        "post new items in this channel: all of them, or those matching a keyword or (by meaning) an about: "
-        "topic; digest: one message a day (or each Monday) at 09:00 your time, or at:",
+        "subscribe [keywords…] [about:\"topic\"] [author:\"name\"] [digest:daily|weekly] [at:HH:MM]",
+        "post new items in this channel: all of them, or those matching a keyword, (by meaning) an about: "
+        "topic or an author; digest: one message a day (or each Monday) at 09:00 your time, or at:",
         'subscribe privacy "speech recognition"',
     ),
     ("unsubscribe", "stop posting new items in this channel", "unsubscribe"),
     (
-        "follow <keywords…>",
-        "get a direct message when a new item matches one of your keywords",
-        'follow privacy "speech recognition"',
+        "follow <keywords…> [author:\"name\"]",
+        "get a direct message when a new item matches one of your keywords, or is by an author you follow",
+        'follow privacy author:"Awni Hannun"',
     ),
     ("unfollow [keywords…]", "stop following those keywords (none: all of them)", "unfollow privacy"),
     ("follows", "the keywords you follow", "follows"),
@@ -215,15 +216,17 @@ def search_reply(
 
 
 def result_actions(item: Item) -> dict[str, Any]:
-    """A search result's buttons, Save, Related and Cite: `blocks.item_actions(item, read=False).to_dict()`,
-    built as plain JSON. Every search reply holds five; building them through slack_sdk's models (with their
-    validation) took a fifth of a served search command's time (cProfile, 300 commands)."""
+    """A search result's buttons, Save, Related and Cite, and its authors' **More by…** menu:
+    `blocks.item_actions(item, read=False).to_dict()`, built as plain JSON. Every search reply holds five;
+    building them through slack_sdk's models (with their validation) took a fifth of a served search
+    command's time (cProfile, 300 commands)."""
     value = item.id[:ACTION_VALUE_LIMIT]
     buttons = [button("Save", SAVE_ACTION_ID, value)]
     if safe_url(item.link):
         buttons.append(button("Related", RELATED_ACTION_ID, value))
     buttons.append(button("Cite", CITE_ACTION_ID, value))
-    return {"elements": buttons, "type": "actions"}
+    menu = author_menu(item.authors)
+    return {"elements": [*buttons, *([menu] if menu else [])], "type": "actions"}
 
 
 def button(label: str, action_id: str, value: str) -> dict[str, Any]:
@@ -335,8 +338,18 @@ def no_summary(topic: str, topics: Sequence[str] = (), unfiltered: tuple[int, st
     )
 
 
-def keywords_text(keywords: Sequence[str]) -> str:
+def keywords_text(keywords: Sequence[str], counts: Mapping[str, int] | None = None) -> str:
     if not keywords:
         return "every new item (no keyword filter)"
-    return "only new items matching " + ", ".join(
-        f"`{escape(k)}` (by meaning)" if k.startswith("about:") else f"`{escape(k)}`" for k in keywords)
+    return "only new items matching " + ", ".join(keyword_label(k, counts) for k in keywords)
+
+
+def keyword_label(keyword: str, counts: Mapping[str, int] | None = None) -> str:
+    """A stored keyword as a reply names it (mrkdwn, escaped): `speech`, `about:privacy` (by meaning), or
+    author: Awni Hannun (4 items so far) (`counts`: the items each author: keyword matches)."""
+    if keyword.startswith(AUTHOR_PREFIX):
+        name = escape(keyword[len(AUTHOR_PREFIX):])
+        if counts is None or keyword not in counts:
+            return f"author: {name}"
+        return f"author: {name} ({counted(counts[keyword], 'item')} so far)"
+    return f"`{escape(keyword)}` (by meaning)" if keyword.startswith("about:") else f"`{escape(keyword)}`"

@@ -22,7 +22,9 @@ What a test may rewrite, only through the functions below (every rewrite is name
 - `on_tab(tab)`: app_home_opened shows the Home tab; "messages" is the other value Slack documents for `tab`
   (the Messages tab has no published view, so `view` goes);
 - `click(element, ...)`: block_actions' `actions[0]` (a "View" button the docs made up) becomes the action
-  Slack sends for one of our elements (its action_id, block_id, value and text, the docs' action_ts);
+  Slack sends for one of our elements (its action_id, block_id, value and text, the docs' action_ts; for a
+  static select, the option chosen as `selected_option` with the menu's `placeholder`, the fields the
+  block_actions page and bolt-js's StaticSelectAction name for a choice in a select menu);
   optionally the channel, message and team the click happened in (an answer the test's bot posted) and
   `response_url` (a local recorder in place of hooks.slack.com);
 - `home_click(element, view)`: the same click made in the App Home: the page lists `view` ("the view where
@@ -141,12 +143,17 @@ def on_tab(tab: str) -> dict[str, Any]:
 
 def click(element: dict[str, Any], *, block_id: str = "", response_url: str | None = None,
           channel: str | None = None, message_ts: str | None = None, team: str | None = None,
-          thread_ts: str | None = None) -> dict[str, Any]:
+          thread_ts: str | None = None, option: int = 0) -> dict[str, Any]:
     """The documented block_actions payload for a click on `element` (a Block Kit element of one of our
-    messages: a button, or feedback buttons, whose positive button is the one clicked)."""
+    messages: a button, feedback buttons, whose positive button is the one clicked, or a static select, whose
+    `option`-th option is the one chosen)."""
     payload = copy.deepcopy(parsed("block_actions"))
     documented = payload["actions"][0]
-    if element["type"] == "feedback_buttons":
+    if element["type"] == "static_select":
+        action = {"type": "static_select", "action_id": element["action_id"], "block_id": block_id,
+                  "selected_option": element["options"][option], "placeholder": element["placeholder"],
+                  "action_ts": documented["action_ts"]}
+    elif element["type"] == "feedback_buttons":
         button = element["positive_button"]
         action = {"type": "feedback_buttons", "action_id": element["action_id"], "block_id": block_id,
                   "value": button["value"], "text": button["text"], "action_ts": documented["action_ts"]}

@@ -396,6 +396,27 @@ def test_related_on_an_item_message_answers_the_reader_privately(
     no_listener_error(logs)
 
 
+def test_choosing_an_author_under_a_post_lists_their_items_to_the_reader_alone(
+    slack: Slack, hooks: Recorder, logs: pytest.LogCaptureFixture
+) -> None:
+    """**More by…** (Slack links no text to a command): the author chosen is searched, `search
+    author:"…"`, and the results go to the person who chose, ephemerally, with a Share button."""
+    by_him = [i for i in corpus_items() if "Oncel Tuzel" in i.authors]
+    assert len(by_him) == 2
+    block_id, menu = elements(blocks.item_message(by_him[0])["blocks"])[blocks.AUTHOR_ACTION_ID]
+    chosen = [o["value"] for o in menu["options"]].index("Oncel Tuzel")
+    slack.action(slack_docs.click(menu, block_id=block_id, response_url=hooks.url("/author"), option=chosen))
+    slack.drain()
+    assert hooks.wait_for(lambda r: bool(r.to("/author")))
+    (reply,) = hooks.to("/author")
+    assert reply.json["response_type"] == "ephemeral" and reply.json["replace_original"] is False
+    assert reply.json["text"].startswith("2 results for “author:\"Oncel Tuzel\"”")
+    listed = json.dumps(reply.json["blocks"], ensure_ascii=False)
+    assert all(blocks.title_link(item) in listed for item in by_him)
+    assert commands.SHARE_ACTION_ID in elements(reply.json["blocks"])
+    no_listener_error(logs)
+
+
 def test_the_link_button_is_acked_and_nothing_else_happens(slack: Slack, hooks: Recorder,
                                                           logs: pytest.LogCaptureFixture) -> None:
     block_id, read = item_message_element(blocks.OPEN_ACTION_ID)

@@ -17,7 +17,7 @@ from slack_bolt.adapter.wsgi import SlackRequestHandler
 
 from bot import unfurls
 from bot.app import build_app, web_client
-from bot.blocks import CITE_ACTION_ID, RELATED_ACTION_ID, SAVE_ACTION_ID
+from bot.blocks import AUTHOR_ACTION_ID, CITE_ACTION_ID, RELATED_ACTION_ID, SAVE_ACTION_ID
 from bot.config import Settings
 from bot.models import Item
 from bot.server import EVENTS_PATH, Router, create_http_server, run_until, wake
@@ -116,8 +116,12 @@ def test_an_archived_link_is_unfurled_with_title_date_authors_abstract_and_butto
             if isinstance(obj, dict) and obj.get("type") == "mrkdwn":
                 assert obj.get("verbatim") is True
     [actions] = [b for b in blocks if b["type"] == "actions"]
-    assert [(e["action_id"], e["value"]) for e in actions["elements"]] == [
+    *buttons, menu = actions["elements"]
+    assert [(e["action_id"], e["value"]) for e in buttons] == [
         (SAVE_ACTION_ID, HOSTILE.id), (RELATED_ACTION_ID, HOSTILE.id), (CITE_ACTION_ID, HOSTILE.id)]
+    # each author leads to `search author:"…"` (More by…)
+    assert menu["type"] == "static_select" and menu["action_id"] == AUTHOR_ACTION_ID
+    assert [option["value"] for option in menu["options"]] == list(HOSTILE.authors)
 
 
 def test_the_unfurls_save_button_saves_through_the_existing_listener(

@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import tantivy
@@ -31,6 +31,7 @@ from bot import memory
 from bot.feed import kind_of
 from bot.models import Item, SearchHit
 from bot.search.analysis import ANALYZER_NAME, analyzer, kept_apart
+from bot.search.authors import Directory, written
 from bot.store import Store
 from bot.store.models import from_iso
 
@@ -51,6 +52,7 @@ class Entry(NamedTuple):
     digest: str  # of the text its vector is computed from (`item_text`)
     written: int  # a hash of the whole row: a write that changed nothing is not indexed again
     arrived: int  # the row's pk: the order items arrived in, which orders a day's items (`listed`)
+    authors: tuple[str, ...] = ()  # as the row holds them: what `author:` filters match (`authors_of`)
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,17 @@ class Snapshot:
     marker: int
     corrections: dict[str, tuple[str, str] | None]  # word -> (term, surface) (see _correct)
     order: list[str]  # the ids in `entries` order: a document's fast field "n" is its id's place here
+    derived: dict[str, Directory] = field(default_factory=dict)  # built from `entries` on first use
+
+
+def authors_of(snapshot: Snapshot) -> Directory:
+    """The archive's author names (bot.search.authors), built from the snapshot's entries the first time
+    they are asked for (two threads may both build it: the same answer)."""
+    found = snapshot.derived.get("authors")
+    if found is None:
+        found = snapshot.derived["authors"] = Directory.of(
+            (item_id, entry.authors) for item_id, entry in snapshot.entries.items() if entry.authors)
+    return found
 
 
 def ids_of(snapshot: Snapshot, addresses: Sequence[Any]) -> list[str]:
@@ -84,7 +97,15 @@ def digest(text: str) -> str:
 
 def _entry(row: dict[str, Any]) -> Entry:
     return Entry(row["published"], _kind(row), digest(item_text(row["title"], row["summary"])), _hash(row),
-                 int(row["pk"]))
+                 int(row["pk"]), _authors(row))
+
+
+def _authors(row: dict[str, Any]) -> tuple[str, ...]:
+    try:
+        names = json.loads(row["authors"] or "[]")
+    except ValueError:
+        return ()
+    return tuple(str(n) for n in names if n) if isinstance(names, list) else ()
 
 
 def listed(snapshot: Snapshot, ranked: Iterable[tuple[float, str, str]]) -> list[tuple[float, str, str]]:
@@ -114,6 +135,7 @@ def _schema() -> tantivy.Schema:
     for name, _ in TEXT_FIELDS:
         builder.add_text_field(name, tokenizer_name=ANALYZER_NAME, index_option="position")
     builder.add_text_field("kind", tokenizer_name="raw")
+    builder.add_text_field("author", tokenizer_name="raw")  # each author's name as written: author: filters
     builder.add_date_field("published", indexed=True, fast=True)
     builder.add_unsigned_field("n", fast=True)  # the id's place in Snapshot.order
     return builder.build()
@@ -143,7 +165,7 @@ def build(store: Store, previous: Snapshot | None = None) -> Snapshot:
             for row in changed:
                 writer.delete_documents_by_term("id", row["id"])
                 writer.add_document(_document(row, place[row["id"]]))
-            return _committed(index, writer, entries, marker, order)
+            return _committed(index, writer, entries, marker, order, _derived(previous, changed, entries))
     return _new_index(store.each_item(), marker)
 
 
@@ -166,12 +188,25 @@ def _new_index(rows: Iterable[dict[str, Any]], marker: int) -> Snapshot:
     return snapshot
 
 
+def _derived(previous: Snapshot, changed: list[dict[str, Any]], entries: dict[str, Entry]
+             ) -> dict[str, Directory]:
+    """What the refreshed snapshot derives, carried over from `previous` with the changed rows applied (the
+    archive's author names: `authors_of`), so a refresh costs what changed, not the archive."""
+    names = previous.derived.get("authors")
+    if names is None:
+        return {}
+    old = previous.entries
+    changes = [(row["id"], old[row["id"]].authors if row["id"] in old else (), entries[row["id"]].authors)
+               for row in changed]
+    return {"authors": names.updated(c for c in changes if c[1] != c[2])}
+
+
 def _committed(index: tantivy.Index, writer: tantivy.IndexWriter, entries: dict[str, Entry], marker: int,
-               order: list[str]) -> Snapshot:
+               order: list[str], derived: dict[str, Directory] | None = None) -> Snapshot:
     writer.commit()
     writer.wait_merging_threads()
     index.reload()
-    return Snapshot(index, index.searcher(), entries, marker, {}, order)
+    return Snapshot(index, index.searcher(), entries, marker, {}, order, derived or {})
 
 
 def _document(row: dict[str, Any], n: int) -> tantivy.Document:
@@ -180,7 +215,10 @@ def _document(row: dict[str, Any], n: int) -> tantivy.Document:
     doc.add_unsigned("n", n)
     doc.add_text("title", kept_apart(row["title"]))
     doc.add_text("summary", kept_apart(row["summary"] or ""))
-    doc.add_text("authors", kept_apart(" \n ".join(json.loads(row["authors"] or "[]"))))
+    names = json.loads(row["authors"] or "[]")
+    doc.add_text("authors", kept_apart(" \n ".join(names)))
+    for name in dict.fromkeys(written(str(n)) for n in names if n):
+        doc.add_text("author", name)
     doc.add_text("kind", _kind(row))
     published = from_iso(row["published"])
     if published is not None:

@@ -128,8 +128,8 @@ def rank(model: Embedder, snapshot: Snapshot, vectors: Vectors, query: Query,
     floor = MISSING_FLOOR if _names_the_absent(words) else MEANING_FLOOR
     some: dict[str, float] = {}
     if words.some is not None and len(nearest):
-        partial, _ = keyword_scores(snapshot, combined([(tantivy.Occur.Must, words.some),
-                                                        *filter_clauses(query)]), KEYWORD_CANDIDATES)
+        filtered = combined([(tantivy.Occur.Must, words.some), *filter_clauses(query, snapshot)])
+        partial, _ = keyword_scores(snapshot, filtered, KEYWORD_CANDIDATES)
         best_partial = partial[0][0] if partial else 0.0
         some = {item_id: score / best_partial for score, item_id in partial if best_partial > 0}
     for n, similarity in zip(nearest.tolist(), sims[nearest].tolist(), strict=True):
@@ -200,7 +200,8 @@ def _allowed(snapshot: Snapshot, vectors: Vectors, query: Query) -> np.ndarray |
     if filters.kind:
         mask &= vectors.kinds == filters.kind
     if filters.authors:
-        clauses = filter_clauses(Query((), False, replace(filters, since=None, until=None, kind=None)))
+        authors_only = Query((), False, replace(filters, since=None, until=None, kind=None))
+        clauses = filter_clauses(authors_only, snapshot)
         mask &= _held(snapshot, vectors, combined(clauses))
     left_out = without_query(query)
     if left_out is not None:  # an item holding a word typed after a minus is no match by meaning either

@@ -415,7 +415,7 @@ class SearchIndex:
         words = text_query(snapshot, query, expansions)
         text = words.query
         clauses = [] if text is None else [(tantivy.Occur.Must, text)]
-        clauses += filter_clauses(query)
+        clauses += filter_clauses(query, snapshot)
         expanded = glossary.shown(expansions)
         selects = query.filters.since or query.filters.until or query.filters.kind  # ... alone, newest first
         told = _notes(CUT_NOTE if query.cut else None, UNCLOSED_NOTE if query.unclosed else None,
@@ -463,7 +463,7 @@ def _covers(vectors: Vectors, snapshot: Snapshot) -> bool:
 
 def _passes(snapshot: Snapshot, item_id: str, query: Query) -> bool:
     """Whether the item `item_id` passes `query`'s filters (and words typed after a minus)."""
-    clauses = filter_clauses(query)
+    clauses = filter_clauses(query, snapshot)
     if not clauses:
         return True
     at = tantivy.Query.term_query(SCHEMA, "id", item_id)

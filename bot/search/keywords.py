@@ -4,7 +4,7 @@
     query, searched_for = spelled(snapshot, query, store)   # misspelt words as typed right
     as_spelled(snapshot, "image captoning", store)          # -> "image captioning" (a phrase, a keyword)
     words = text_query(snapshot, query, expansions)         # the scoring part (words.query)
-    clauses = filter_clauses(query)                         # since:, until:, type:, author:
+    clauses = filter_clauses(query, snapshot)               # since:, until:, type:, author:
 
 Any loose word may match (OR), a quoted phrase matches as a phrase, the last word typed without a space after
 it also matches as a prefix (the most frequent MAX_PREFIX_TERMS indexed terms starting with it), unless it is
@@ -30,12 +30,12 @@ from datetime import UTC, datetime, time, timedelta
 
 import tantivy
 
-from bot.search import glossary
+from bot.search import authors, glossary
 from bot.search.analysis import KEPT_APART, KEPT_TERMS, terms
-from bot.search.engine import SCHEMA, TEXT_FIELDS, Snapshot, ids_of, items
+from bot.search.engine import SCHEMA, TEXT_FIELDS, Snapshot, authors_of, ids_of, items
 from bot.search.query import Query, parse_query
 from bot.search.rarity import enough
-from bot.search.words import FILLER, english, form_of
+from bot.search.words import FILLER, edits, english, form_of
 from bot.store import Store
 
 MIN_FUZZY_CHARS = 5
@@ -390,22 +390,9 @@ def _frequency(searcher: tantivy.Searcher, term: str) -> int:
     return sum(searcher.doc_freq(name, term) for name, _ in TEXT_FIELDS)
 
 
-def edits(a: str, b: str) -> int:
-    """Edit distance with adjacent transpositions costing one (as tantivy's fuzzy query counts them)."""
-    previous2: list[int] = []
-    previous = list(range(len(b) + 1))
-    for i, ca in enumerate(a, 1):
-        row = [i]
-        for j, cb in enumerate(b, 1):
-            cost = min(previous[j] + 1, row[j - 1] + 1, previous[j - 1] + (ca != cb))
-            if i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
-                cost = min(cost, previous2[j - 2] + 1)
-            row.append(cost)
-        previous2, previous = previous, row
-    return previous[-1]
-
-
-def filter_clauses(query: Query) -> list[tuple[tantivy.Occur, tantivy.Query]]:
+def filter_clauses(query: Query, snapshot: Snapshot) -> list[tuple[tantivy.Occur, tantivy.Query]]:
+    """The query's filters (since:, until:, type:, author:) and the words typed after a minus, as clauses;
+    an author: filter selects the items `bot.search.authors` says that name wrote (the rule routing uses)."""
     filters = query.filters
     clauses: list[tuple[tantivy.Occur, tantivy.Query]] = []
     if filters.since or filters.until:
@@ -418,11 +405,11 @@ def filter_clauses(query: Query) -> list[tuple[tantivy.Occur, tantivy.Query]]:
         clauses.append((tantivy.Occur.Must, span))
     if filters.kind:
         clauses.append((tantivy.Occur.Must, tantivy.Query.term_query(SCHEMA, "kind", filters.kind)))
-    for name in filters.authors:
-        words: list[str | tuple[int, str]] = list(terms(name))
-        if not words:
+    for name in filters.authors:  # the archive's names it matches, each a term of the "author" field
+        names = authors_of(snapshot).matching(authors.stored(name))
+        if not names:
             return [(tantivy.Occur.Must, tantivy.Query.boolean_query([]))]
-        clauses.append((tantivy.Occur.Must, _phrase(words, ("authors",))))
+        clauses.append((tantivy.Occur.Must, tantivy.Query.term_set_query(SCHEMA, "author", names)))
     left_out = without_query(query)
     if left_out is not None:
         clauses.append((tantivy.Occur.MustNot, left_out))

@@ -31,7 +31,7 @@ from typing import Protocol, TypeVar
 from bot.errors import SearchError
 from bot.feed import canonical_link
 from bot.models import SearchFilters
-from bot.search import glossary
+from bot.search import authors, glossary
 from bot.search.words import MIN_FILLER_WORDS, STOPWORDS, content
 
 MAX_QUERY_CHARS = 256
@@ -57,7 +57,7 @@ _PHRASE_OR_WITHOUT = re.compile(f"{_PHRASE.pattern}|{_WITHOUT.pattern}")  # a ph
 # a web address as typed (https://…) or as Slack sends one in a message (<https://…|label>)
 LINK = re.compile(r"<(https?://[^\s|>]+)(?:\|[^>]*)?>|(?<!\S)(https?://\S+)", re.IGNORECASE)
 _AFTER_LINK = ".,;:!?)]}'\"”’"  # punctuation typed after a link (is this https://…?) is no part of it
-_AUTHOR = re.compile(r"(?<!\S)authors?:(?:\"([^\"]*)\"?|“([^”]*)”?|(\S*))", re.IGNORECASE)
+_AUTHOR = authors.AUTHOR_PART
 MAX_AUTHORS = 5
 KIND_ALIASES = {
     "paper": "research",
@@ -214,17 +214,16 @@ def without_open_quote(text: str) -> str:
 
 
 def _authors(text: str) -> tuple[str, ...]:
-    """The names of author: filters, tidied; a filter without a name is an error."""
-    names: list[str] = []
-    for groups in _AUTHOR.findall(text):
-        name = " ".join("".join(groups).split())
-        if not _WORD.search(name):
-            raise SearchError('author: needs a name, for example author:"Jane Doe" or author:Doe.')
-        if name.lower() not in (n.lower() for n in names):
-            names.append(name[:100])
-    if len(names) > MAX_AUTHORS:
+    """The names of author: filters, tidied and checked (`bot.search.authors.typed`: SearchError for a name
+    without a word, of only initials or too long), each once."""
+    found = _AUTHOR.findall(text)
+    if len(found) > MAX_AUTHORS:
         raise SearchError(f"Search for at most {MAX_AUTHORS} authors at once.")
-    return tuple(names)
+    names: dict[tuple[str, ...], str] = {}
+    for groups in found:
+        name = authors.typed("".join(groups))
+        names.setdefault(name.words, name.name)
+    return tuple(names.values())
 
 
 _Found = TypeVar("_Found", covariant=True)

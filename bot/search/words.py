@@ -171,3 +171,18 @@ def _stem(word: str) -> str | None:
 @cache
 def _dictionary_stems() -> frozenset[str]:
     return frozenset(stem for word in _dictionary() if (stem := _stem(word)))
+
+
+def edits(a: str, b: str) -> int:
+    """Edit distance with adjacent transpositions costing one (as tantivy's fuzzy query counts them)."""
+    previous2: list[int] = []
+    previous = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        row = [i]
+        for j, cb in enumerate(b, 1):
+            cost = min(previous[j] + 1, row[j - 1] + 1, previous[j - 1] + (ca != cb))
+            if i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
+                cost = min(cost, previous2[j - 2] + 1)
+            row.append(cost)
+        previous2, previous = previous, row
+    return previous[-1]

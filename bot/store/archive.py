@@ -82,6 +82,21 @@ class ArchiveMixin(StoreBase):
             )
         return Ingested(new=new, updated=updated, baseline=baseline, queued=queued)
 
+    def queue_after_ingest(self, routes: Routes, at: datetime | None = None) -> int:
+        """Queue routes decided after their items were ingested (`bot.route.by_authors`: authors the research
+        index filled in) in one transaction, as ingest queues its own: RoutesStale, writing nothing, when a
+        subscription or follow changed since `routes` were read. A route to where the item is queued (or was
+        posted) already is no second one. Returns how many deliveries and digest items were queued."""
+        now = iso(at or utcnow())
+        with self._write() as db:
+            if audience(db).version() != routes.audience:
+                raise RoutesStale("routing is out of date (subscriptions or follows changed)")
+            wanted = sorted({r.item_id for r in routes.routes})
+            sql = f"SELECT id FROM items WHERE id IN ({marks(len(wanted))})"
+            held = {r["id"] for r in db.rows(sql, wanted)} if wanted else set()
+            mine = [r for r in routes.routes if r.item_id in held]
+            return queue_routes(db, mine, now) + queue_digest_items(db, mine, now)
+
     def add_items(self, items: Iterable[Item], at: datetime | None = None) -> tuple[int, int]:
         """Merge items into the archive without queueing deliveries (imports, tests).
         Returns (added, updated)."""

@@ -3,7 +3,8 @@
     part (module)                    holds
     base.StoreBase                   connections, write transactions, sessions, the hooks a backend fills
     archive.ArchiveMixin             items and aliases: ingest/preview (the per-feed baseline), add_items,
-                                     merge_index/preview_index (enrichment), get_item(s), latest, count_items,
+                                     merge_index/preview_index (enrichment), queue_after_ingest (routes
+                                     decided by authors enrichment found), get_item(s), latest, count_items,
                                      all_items, change_marker, changed_items
     feed_state.FeedStateMixin        feed state (validators, errors, baseline) and meta
     demo.DemoMixin                   the bundled demo archive: loaded into an empty archive, replaced by the
