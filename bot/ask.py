@@ -45,10 +45,11 @@ from dataclasses import dataclass, replace
 from datetime import date, timedelta
 from typing import Any
 
-from bot.blocks import corrected, escape
+from bot.blocks import escape
 from bot.search import glossary
 from bot.search.query import LINK, MAX_QUERY_CHARS, MAX_TERMS
 from bot.search.words import FILLER, GREETINGS
+from bot.voice import corrected
 
 ACTIONS = ("search", "summarize", "latest", "help")
 # /mlresearch subcommands that change or report settings: asked in a thread, they get a pointer to the command

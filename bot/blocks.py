@@ -56,12 +56,6 @@ def escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def corrected(searched: str, typed: str) -> str:
-    """What a reply says was searched when a misspelt word was searched as typed right, both already quoted:
-    "“captioning” (you typed “captoning”)" (a command's opening and a thread's header alike)."""
-    return f"{searched} (you typed {typed})"
-
-
 def counted(count: int, noun: str) -> str:
     """"1 item", "3 items": a count and its noun in the number it takes."""
     return f"{count} {noun}{'' if count == 1 else 's'}"

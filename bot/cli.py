@@ -16,9 +16,14 @@ import logging
 import sys
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn
 
 from bot import __version__, cli_cite
+from bot.cli_archive import cmd_latest, cmd_related, cmd_search, cmd_status, cmd_summarize
+from bot.cli_common import EMPTY_ARCHIVE, open_archive, open_store
+from bot.cli_common import err as _err
+from bot.cli_common import item_json as _item_json
+from bot.cli_common import out as _out
 from bot.config import Settings, load_environment, redact_url
 from bot.errors import (
     EXIT_FAILED,
@@ -27,16 +32,14 @@ from bot.errors import (
     BotError,
     Failure,
     IndexReadError,
-    NothingFound,
     ServeError,
     UsageError,
     report,
 )
-from bot.models import UNDATED, PollResult, SearchFilters, shown_day
+from bot.models import PollResult
 
-if TYPE_CHECKING:
-    from bot.search.index import SearchIndex
-
+__all__ = ["EMPTY_ARCHIVE", "build_parser", "cmd_latest", "cmd_related", "cmd_search", "cmd_status",
+           "cmd_summarize", "main", "open_archive", "setup_logging"]
 log = logging.getLogger("bot")
 
 
@@ -224,15 +227,6 @@ class OneLineFormatter(logging.Formatter):
         return line.translate(self.ESCAPES)
 
 
-def open_store(settings: Settings) -> Any:
-    """The store DATABASE_URL names, migrated."""
-    from bot import store as stores
-
-    store = stores.open_store(settings.database_url)
-    store.migrate()
-    return store
-
-
 def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
     """Create or upgrade the schema; one line says what was done."""
     from bot import store as stores
@@ -335,10 +329,11 @@ def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
 
     store = store_at(settings.database_url)  # never migrated here: `migrate` (the release phase) does it
     worker.check(store)
-    made = deliver.from_settings(settings, store)
-    if made is None:
+    if not (settings.oauth_enabled or settings.slack_bot_token):  # one line, before any log line says it too
         raise UsageError("worker has nothing to post with: set SLACK_BOT_TOKEN (or SLACK_CLIENT_ID and "
                          "SLACK_CLIENT_SECRET for a multi-workspace install)")
+    made = deliver.from_settings(settings, store)
+    assert made is not None  # a token, or OAuth's installations
     from bot import digest
 
     stop = threading.Event()
@@ -404,158 +399,6 @@ def cmd_backfill(settings: Settings, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def open_archive(settings: Settings) -> Any:
-    """The store for a command that only reads (`search`, `summarize`): a SQLite file that does not exist
-    is a Failure, and neither it nor its folder is created (`poll`, `backfill`, `migrate` and `serve` create
-    it)."""
-    if settings.database_url.startswith("sqlite:///") and not settings.sqlite_path.exists():
-        path = settings.sqlite_path
-        where = path if path.is_absolute() or str(path).startswith(".") else f"./{path}"
-        raise Failure(
-            f"no archive at {where} yet: run `mlresearch-bot poll` or `mlresearch-bot backfill` first"
-        )
-    return open_store(settings)
-
-
-ECHO_CHARS = 80  # of a query or topic quoted back (Slack's replies cut theirs the same: bot.views.quoted)
-FILTERS = "the since:, until:, type: or author: filter"  # what a search that found nothing may drop
-EMPTY_ARCHIVE = (
-    "the archive is empty: run `mlresearch-bot poll` (the feed's newest items) or `mlresearch-bot backfill` "
-    "(every post on the research index) to fill it"
-)
-
-
-def _nothing_found(store: Any, message: str) -> str:
-    """The "nothing found" line: the archive is empty (and how to fill it), or `message`."""
-    return EMPTY_ARCHIVE if store.count_items() == 0 else message
-
-
-def _hits_json(hits: Sequence[Any]) -> str:
-    return json.dumps(
-        [
-            {
-                "id": h.item.id,
-                "title": h.item.title,
-                "link": h.item.link,
-                "published": _published(h.item),
-                "score": h.score,
-            }
-            for h in hits
-        ],
-        ensure_ascii=False,
-    )
-
-
-def _echo(text: str, limit: int = ECHO_CHARS) -> str:
-    """What a person typed, quoted back on one line and cut (a 5,000-character query is not printed whole),
-    without a quote mark left open (its words were searched loose)."""
-    from bot.search.query import without_open_quote
-
-    shown = without_open_quote(text)
-    return repr(shown if len(shown) <= limit else shown[: limit - 1] + "…")
-
-
-def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
-    from bot.search.index import SearchIndex, meaning_model
-    from bot.search.query import parse_query, search, split_filters
-
-    store = open_archive(settings)
-    query = " ".join(args.query)
-    index = SearchIndex(store, model=meaning_model(settings))
-    try:
-        found = search(index, query, limit=args.limit)
-    except NothingFound as exc:  # a link not in the archive: a message (or []) and exit 0, as no results
-        _out("[]" if args.json else str(exc))
-        return EXIT_OK
-    hits = found.hits
-    if args.json:
-        _out(_hits_json(hits))
-        return EXIT_OK
-    if found.note:
-        _err(found.note)
-    if not hits:
-        absent = f"no item holds {', '.join(repr(w) for w in found.missing[:3])}; " if found.missing else ""
-        absent += "".join(f"no item says {_echo(typed)}: did you mean {_echo(right)}? "
-                          for typed, right in found.meant[:2])
-        asked = parse_query(query)
-        filtered = asked.filters != SearchFilters()
-        if found.unfiltered:  # the filters left nothing the words alone find
-            words, filters = split_filters(query)
-            hint = f"without {_echo(filters)} there {'is' if found.unfiltered == 1 else 'are'} " \
-                   f"{found.unfiltered}: mlresearch-bot search {_echo(words)}"
-        elif filtered and not asked.terms:
-            hint = f"no item matches {FILTERS}; widen or drop it"
-        else:
-            related = _topics(index, asked.content, found.missing)
-            hint = f"{absent}try fewer or broader words or a related topic{related}, " + \
-                (f"check the spelling, or drop {FILTERS}" if filtered else "or check the spelling")
-        _out(_nothing_found(store, f"no results for {_echo(found.searched_for or query)}: {hint}"))
-    from bot.blocks import counted, format_authors  # slack_sdk's Block Kit comes with it: not under --json
-
-    if hits and found.searched_for:
-        _out(f"searched for {_echo(found.searched_for)}")
-    if hits and found.expanded:
-        from bot.search.glossary import also
-
-        _out(f"also searched: {also(found.expanded, _echo)}")
-    if hits:
-        total = max(found.total, len(hits))
-        best = f", the best {len(hits)}:" if total > len(hits) else ":"
-        _out(f"{counted(total, 'result')}{best}")
-    for rank, hit in enumerate(hits, 1):
-        mark = "  (related by meaning)" if hit.by_meaning else ""
-        _out(f"{rank:>2}. {hit.item.title}{mark}\n    {shown_day(hit.item.published)}  {hit.item.link}")
-        if hit.item.authors:
-            _out(f"    {format_authors(hit.item.authors)}")
-    return EXIT_OK
-
-
-def _topics(index: SearchIndex, words: Sequence[str], missing: Sequence[str]) -> str:
-    """The topics a reply with nothing suggests for a query's content `words`, of which its search found
-    `missing` in no item (`SearchIndex.suggest`): " (e.g. 'a', 'b')", or ""."""
-    topics = index.suggest(words, missing=missing)
-    return f" (e.g. {', '.join(repr(t) for t in topics)})" if topics else ""
-
-
-def cmd_summarize(settings: Settings, args: argparse.Namespace) -> int:
-    from bot.blocks import counted  # imported with the summarizer anyway
-    from bot.search.index import SearchIndex, meaning_model
-    from bot.search.query import parse_query
-    from bot.summarize import MAX_ITEMS as SUMMARY_ITEMS
-    from bot.summarize import Summarizer
-
-    topic = " ".join(" ".join(args.topic).split())
-    if not topic:
-        raise UsageError("summarize needs a topic, for example: mlresearch-bot summarize diffusion models")
-    store = open_archive(settings)
-    index = SearchIndex(store, model=meaning_model(settings))
-    summary = Summarizer.from_settings(settings).summarize(index, topic)
-    if summary is None:  # nothing found is not a failure: a message, or a null summary under --json
-        if args.json:
-            _out(json.dumps({"topic": topic, "summary": None, "items": []}, ensure_ascii=False))
-        else:
-            asked = parse_query(topic)  # the summary's own search, answered again from the index's kept one
-            related = _topics(index, asked.content, index.search(asked, SUMMARY_ITEMS).missing)
-            also = f" or a related topic{related}" if related else ""
-            said = f"nothing in the archive is about {_echo(topic)}: try broader words{also}"
-            _out(_nothing_found(store, said))
-        return EXIT_OK
-    if args.json:
-        _out(json.dumps(summary.as_json(), ensure_ascii=False))
-        return EXIT_OK
-    how = "quoted from the abstracts" if summary.method == "extractive" else f"written by {summary.model}"
-    if summary.searched_for:
-        _out(f"searched for {_echo(summary.searched_for)}")
-    if summary.note:
-        _err(summary.note)
-    found = counted(len(summary.items), "item") + (f", {summary.filters}" if summary.filters else "")
-    _out(f"What Apple ML Research says about {_echo(summary.about)} ({found}, {summary.span}; {how}):\n")
-    _out(summary.text() + "\n")
-    for n, item in enumerate(summary.items, 1):
-        _out(f"[{n}] {item.title} ({shown_day(item.published)})\n    {item.link}")
-    return EXIT_OK
-
-
 def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     missing = settings.missing_slack()
     if missing:
@@ -589,47 +432,6 @@ def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
 
     result = demo.load(open_store(settings))
     _out(json.dumps(result.as_json()) if args.json else result.line())
-    return EXIT_OK
-
-
-def _item_json(item: Any) -> dict[str, str | None]:
-    return {"id": item.id, "title": item.title, "link": item.link, "published": _published(item)}
-
-
-def cmd_related(settings: Settings, args: argparse.Namespace) -> int:
-    from bot.search.index import SearchIndex, meaning_model
-    from bot.search.query import MAX_LIMIT
-    from bot.search.related import find_item, related, topics_of
-
-    if not 1 <= args.limit <= MAX_LIMIT:
-        raise UsageError(f"--limit must be between 1 and {MAX_LIMIT}")
-    store = open_archive(settings)
-    if store.count_items() == 0:
-        if args.json:
-            _out("[]")
-        else:
-            _out(EMPTY_ARCHIVE)
-        return EXIT_OK
-    index = SearchIndex(store, model=meaning_model(settings))
-    try:
-        item = find_item(index, " ".join(args.item))
-    except NothingFound as exc:  # nothing found: a message (or []) and exit 0, as search
-        _out("[]" if args.json else str(exc))
-        return EXIT_OK
-    found = related(index, item, args.limit)
-    if args.json:
-        _out(_hits_json(found))
-        return EXIT_OK
-    _out(f"related to: {item.title}")
-    if not found:
-        topics = topics_of(index, item)
-        example = f" (e.g. {', '.join(topics)})" if topics else ""
-        _out("Nothing in the archive is near it yet: no other item is close enough to it. Try "
-             f"`mlresearch-bot search` with words of its topic{example}.")
-    for rank, hit in enumerate(found, 1):
-        _out(f"{rank:>2}. {hit.item.title}\n    {shown_day(hit.item.published)}  {hit.item.link}")
-        if hit.shares:
-            _out(f"    shares: {hit.shares}")
     return EXIT_OK
 
 
@@ -701,100 +503,6 @@ def cmd_reindex(settings: Settings, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_latest(settings: Settings, args: argparse.Namespace) -> int:
-    """The newest items, as `/mlresearch latest [n]` lists them (at most LATEST_MAX)."""
-    from bot.commands import LATEST_DEFAULT, LATEST_MAX
-
-    raw = (args.n or "").strip()
-    if raw and not (raw.isascii() and raw.isdigit() and len(raw) <= 3 and int(raw) >= 1):
-        raise UsageError(f"latest takes a number from 1 to {LATEST_MAX}, got {raw[:20]!r}")
-    n = int(raw) if raw else LATEST_DEFAULT
-    store = open_archive(settings)
-    items = store.latest(min(n, LATEST_MAX))
-    if args.json:
-        _out(json.dumps([{**_item_json(i), "score": None} for i in items], ensure_ascii=False))
-        return EXIT_OK
-    if not items:
-        _out(EMPTY_ARCHIVE)
-        return EXIT_OK
-    if n > LATEST_MAX:
-        _err(f"note: at most {LATEST_MAX} at a time")
-    from bot.blocks import format_authors
-
-    for rank, item in enumerate(items, 1):
-        _out(f"{rank:>2}. {item.title}\n    {shown_day(item.published)}  {item.link}")
-        if item.authors:
-            _out(f"    {format_authors(item.authors)}")
-    return EXIT_OK
-
-
-def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
-    """The feed's health, the archive and every subscription, as `/mlresearch status` says them (the command
-    line is in no channel, so every channel's subscription is listed)."""
-    from bot.status import feed_lines, subscription_line
-
-    store = open_archive(settings)
-    state = store.latest_feed_state()
-    newest = next(iter(store.latest(1)), None)
-    subs = store.subscriptions()
-    summaries = (f"written by {settings.summary_model or 'the SUMMARY_API_URL model'}, extractive if it fails"
-                 if settings.summary_enabled else "extractive (quoted from the abstracts, offline)")
-    if args.json:
-        feed = None if state is None else {
-            "url": redact_url(state.url), "ok": state.ok, "last_poll": _iso(state.last_poll),
-            "last_success": _iso(state.last_success), "error_streak": state.error_streak,
-            "last_error": state.last_error, "last_error_at": _iso(state.last_error_at),
-        }
-        _out(json.dumps({
-            "feed": feed,
-            "items": store.count_items(),
-            "demo": store.demo_loaded_at() is not None,
-            "newest": _item_json(newest) if newest else None,
-            "subscriptions": [
-                {"team_id": s.team_id, "channel_id": s.channel_id, "keywords": list(s.keywords),
-                 "digest": s.digest, "paused": s.paused, "disabled": store.workspace_disabled(s.team_id)}
-                for s in subs
-            ],
-            "summaries": "abstractive" if settings.summary_enabled else "extractive",
-        }, ensure_ascii=False))
-        return EXIT_OK
-    from bot.shell import mrkdwn_to_text  # Slack's mrkdwn as terminal text
-
-    demo = store.demo_loaded_at() is not None
-    lines = feed_lines(state, store.count_items(), newest, demo)
-    lines.append(f"*Subscriptions:* {len(subs)}" + (" (`/mlresearch subscribe` in a channel)" * (not subs)))
-    counts = _author_counts([k for sub in subs for k in sub.keywords], store)
-    for sub in subs:
-        line = subscription_line(sub, sub.channel_id, store.workspace_disabled(sub.team_id), counts=counts)
-        lines.append("  " + line.replace("*This channel:*", f"{sub.team_id}/{sub.channel_id}:", 1))
-    lines.append(f"*Summaries:* {summaries}")
-    for line in lines:
-        _out(mrkdwn_to_text(line))
-    return EXIT_OK
-
-
-def _published(item: Any) -> str | None:
-    """An item's day for --json: YYYY-MM-DD, or null when it is not known (bot.models.UNDATED)."""
-    return None if item.published == UNDATED else f"{item.published:%Y-%m-%d}"
-
-
-def _author_counts(keywords: list[str], store: Any) -> dict[str, int] | None:
-    """How many archive items each author: keyword matches, read from the archive's rows (no search index
-    is built for a status); None when there is no author: keyword."""
-    from bot import author_follows
-    from bot.models import AUTHOR_PREFIX
-    from bot.search.authors import Directory
-
-    if not any(k.startswith(AUTHOR_PREFIX) for k in keywords):
-        return None
-    rows = ((row["id"], json.loads(row["authors"] or "[]")) for row in store.each_item())
-    return author_follows.counts(keywords, Directory.of((i, a) for i, a in rows if isinstance(a, list)))
-
-
-def _iso(moment: Any) -> str | None:
-    return None if moment is None else moment.isoformat()
-
-
 def _embed_archive(settings: Settings, store: Any, tty: bool, *, recompute: bool = False) -> tuple[int, str]:
     """The search index built and every item's vector computed (those missing, or all with `recompute`),
     with progress on a terminal. Returns (items, model name)."""
@@ -814,11 +522,3 @@ def _embed_archive(settings: Settings, store: Any, tty: bool, *, recompute: bool
             print("\r\033[K", end="", file=sys.stderr, flush=True)
     assert vectors is not None
     return len(snapshot.entries), vectors.model
-
-
-def _out(text: str) -> None:
-    print(text, flush=True)
-
-
-def _err(text: str) -> None:
-    print(f"mlresearch-bot: {' '.join(text.split())}", file=sys.stderr, flush=True)

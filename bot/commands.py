@@ -20,19 +20,17 @@ from typing import Any
 
 from slack_sdk.errors import SlackApiError
 
-from bot import author_follows, cite, digest, home, status, views
+from bot import author_follows, cite, digest, home, status, views, voice
 from bot.ask import understand
 from bot.blocks import FALLBACK_TEXT_LIMIT, counted, cut, escape
 from bot.config import Settings
 from bot.errors import SearchError, StoreError
 from bot.models import AUTHOR_PREFIX, MAX_KEYWORDS, MAX_WORKSPACE_TOPICS, Subscription
-from bot.search.highlight import matcher_for_text
 from bot.search.index import SearchIndex
 from bot.search.keywords import as_spelled
 from bot.search.match import MAX_KEYWORD_CHARS, TOPIC_PREFIX, split_keywords
-from bot.search.query import Query, parse_query, split_filters
+from bot.search.query import parse_query, split_filters
 from bot.search.related import find_item, related, topics_of
-from bot.search.words import content
 from bot.store import Store, utcnow
 from bot.summarize import MAX_ITEMS as SUMMARY_ITEMS
 from bot.summarize import Summarizer
@@ -215,30 +213,17 @@ def cmd_search(rest: str, inv: Invocation, services: Services) -> Reply:
             "it now, run `mlresearch-bot poll` (the newest items) or `mlresearch-bot backfill` (every past "
             "post)."
         )
+    if not hits:  # one line, as every surface says it (bot.voice)
+        newest = lambda: _newest_day(services.store)  # noqa: E731 - asked for a date filter only
+        said = voice.nothing_found(voice.SLACK, rest, found, _suggest(services), newest)
+        text, blocks = views.one_line(said)
+        noted = [views.context(escape(found.note))] if found.note else []  # a query cut short, say
+        return Reply(text, [*noted, *blocks], searched_for=found.searched_for)
     # what was searched, said back: a link as its address (Slack sends <https://…>); None when a misspelt word
     # was searched as typed right (the reply opens with what was searched, and typed)
-    echoed: str | None = " ".join(query.links) if query.links else rest
-    if found.searched_for:
-        echoed = None
-    if not hits and not (query.terms or query.links):  # filters alone (since:2026-11-01): nothing then
-        dated = query.filters.since or query.filters.until
-        newest = services.store.latest(1) if dated else []
-        return Reply(*views.no_filtered(rest, newest[0] if newest else None))
-    if found.unfiltered:  # the filters left nothing the words alone find
-        return Reply(*views.no_results(echoed, unfiltered=(found.unfiltered, *_filtered(rest, query))),
-                     searched_for=found.searched_for)
-    if not hits:
-        topics = services.index.suggest(query.content, services.store, found.missing)
-        return Reply(*views.no_results(echoed, found.missing, topics, found.meant),
-                     searched_for=found.searched_for)
+    echoed = None if found.searched_for else (" ".join(query.links) if query.links else rest)
     shown = hits[: shown_count(inv.shown)]
-    summaries = " ".join(h.item.summary for h in shown)
-    # the words that decided the search are in bold, not the filler around them ("what has apple published
-    # about privacy" bolds privacy, not "what" or "Apple") nor the filler of a glossary form ("on" of "on the
-    # phone"); the last word typed comes last, as it may be a prefix
-    forms = content(parse_query(found.expanded).terms) if found.expanded else []
-    matcher = matcher_for_text(summaries, [*forms, *found.as_searched(query).content],
-                               prefix_last=found.last_as_prefix(query))
+    matcher = voice.result_matcher(found, query, shown)
     reply = views.search_reply(echoed, shown, matcher, found.total, expanded=found.expanded, note=found.note)
     return _shareable(reply, found.searched_for)
 
@@ -286,10 +271,15 @@ def cmd_latest(rest: str, inv: Invocation, services: Services) -> Reply:
     return _shareable(views.latest_reply(items, note))
 
 
-def _filtered(rest: str, query: Query) -> tuple[str, str]:
-    """`rest`'s words and filters (`split_filters`), a link's words as its address (Slack sends <https://…>)."""
-    words, filters = split_filters(rest)
-    return " ".join(query.links) or words, filters
+def _suggest(services: Services) -> voice.Suggest:
+    """The topics a reply that found nothing suggests (`SearchIndex.suggest`)."""
+    return lambda query, missing: services.index.suggest(query.content, services.store, missing)
+
+
+def _newest_day(store: Store) -> str | None:
+    """The day the newest item was published (what a date filter that matched nothing is told)."""
+    newest = store.latest(1)
+    return views.day(newest[0]) if newest else None
 
 
 def _instead_of_latest(rest: str) -> str:
@@ -309,14 +299,9 @@ def cmd_summarize(rest: str, inv: Invocation, services: Services) -> Reply:
     summarizer = services.summarizer if services.summarizer is not None else Summarizer()
     summary = summarizer.summarize(services.index, rest)
     if summary is None:
-        query = parse_query(rest)
-        said = " ".join(query.links) or rest  # a link as its address
         # the summary's own search, answered again from the index's kept answers (the same query and limit)
-        found = services.index.search(query, SUMMARY_ITEMS, services.store)
-        if found.unfiltered:  # the filters left nothing the words alone find
-            return Reply(*views.no_summary(said, unfiltered=(found.unfiltered, *_filtered(rest, query))))
-        topics = services.index.suggest(query.content, services.store, found.missing)
-        return Reply(*views.no_summary(said, topics))
+        found = services.index.search(parse_query(rest), SUMMARY_ITEMS, services.store)
+        return line(voice.nothing_to_summarize(voice.SLACK, rest, found, _suggest(services)))
     return _shareable(views.summary_reply(summary), summary.searched_for)
 
 
@@ -583,9 +568,10 @@ def cmd_status(rest: str, inv: Invocation, services: Services) -> Reply:
         summaries = f"written by `{escape(summarizer.model[:60])}`, extractive if it fails or is slow"
     else:
         summaries = "extractive (quoted from the abstracts, offline)"
+    state = store.feed_state(services.settings.feed_url)  # FEED_URL's, not another feed's polled before
     return Reply(
         *status.status_reply(
-            store.latest_feed_state(),
+            state if state.last_poll is not None else None,
             store.count_items(),
             newest[0] if newest else None,
             sub,

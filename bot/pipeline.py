@@ -141,14 +141,15 @@ class Pipeline:
             except Exception:  # noqa: BLE001 - what follows a poll never breaks it
                 log.exception("event=after_poll_crashed hook=%s", getattr(hook, "__name__", repr(hook)))
 
-    def backfill_if_sparse(self, _result: PollResult | None = None) -> None:
+    def backfill_if_sparse(self, _result: PollResult | None = None, *, retry: str = "next_poll") -> None:
         """First run (`serve`): fill an archive of fewer than 50 items from the research index, once; a
-        failure is logged and retried on the next call (as an `after` hook: after the next poll). One at a
-        time: a call while another runs does nothing. Nothing without a research index (a file feed)."""
+        failure is logged and retried on the next call (as an `after` hook: after the next poll; `retry` says
+        when, see `research_index.backfill_if_sparse`). One at a time: a call while another runs does
+        nothing. Nothing without a research index (a file feed)."""
         if self.index_url is None or not self._backfilling.acquire(blocking=False):
             return
         try:
-            research_index.backfill_if_sparse(self.store, self.client, self.index_url)
+            research_index.backfill_if_sparse(self.store, self.client, self.index_url, retry=retry)
         finally:
             self._backfilling.release()
 

@@ -377,23 +377,24 @@ def backfill(
 
 
 def backfill_if_sparse(
-    store: Store, client: httpx.Client, url: str, *, threshold: int = SPARSE_BELOW
+    store: Store, client: httpx.Client, url: str, *, threshold: int = SPARSE_BELOW, retry: str = "next_poll"
 ) -> BackfillResult | None:
     """For `serve`: backfill once when the archive holds fewer than `threshold` items and no backfill has
     succeeded yet (the demo archive counts as empty: a backfill replaces it). Logs the outcome and never
     raises; None when nothing was done or it failed (call it again after the next poll: it retries until one
-    backfill succeeds, then does nothing)."""
+    backfill succeeds, then does nothing). `retry` is when the next try comes, as the failure's log line says
+    it: "next_poll", or "next_start" when no poller runs (POLL_INTERVAL=0)."""
     try:
         sparse = store.count_items() < threshold or store.demo_loaded_at() is not None
         if store.get_meta(META_BACKFILLED) is not None or not sparse:
             return None
         result = backfill(store, client, url)
     except (IndexReadError, StoreError) as exc:
-        log.warning("event=backfill_failed error=%r retry=next_poll", str(exc))
+        log.warning("event=backfill_failed error=%r retry=%s", str(exc), retry)
         return None
     except Exception as exc:  # noqa: BLE001 - a first-run backfill must never take `serve` down
         reason = f"{type(exc).__name__}: {exc}"
-        log.warning("event=backfill_failed error=%r retry=next_poll", reason, exc_info=True)
+        log.warning("event=backfill_failed error=%r retry=%s", reason, retry, exc_info=True)
         return None
     log.info(
         "event=backfill found=%d added=%d enriched=%d skipped=%d",

@@ -254,11 +254,14 @@ def create_http_server(wsgi: WsgiApp, port: int, host: str = "0.0.0.0", *, behin
 def start_poller(settings: Settings, store: Store) -> Poller | None:
     """The in-process poller (every POLL_INTERVAL seconds, with jitter) over the one poll pipeline, or None
     when POLL_INTERVAL=0. First run: a sparse archive is filled from the research index in the background now,
-    and retried after each poll until one backfill succeeds (it does nothing after that)."""
+    and retried after each poll until one backfill succeeds (it does nothing after that); with no poller, at
+    the next start (the failure's log line says which: retry=next_poll, retry=next_start)."""
     from bot.pipeline import Pipeline  # the poller's HTTP stack (httpx, feedparser): imported after listening
 
     pipeline = Pipeline.from_settings(settings, store)
-    threading.Thread(target=pipeline.backfill_if_sparse, name="backfill", daemon=True).start()
+    retry = "next_poll" if settings.poll_interval else "next_start"
+    threading.Thread(target=pipeline.backfill_if_sparse, kwargs={"retry": retry}, name="backfill",
+                     daemon=True).start()
     if settings.poll_interval == 0:
         log.info("event=poller_disabled reason=POLL_INTERVAL=0")
         return None

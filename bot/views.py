@@ -13,6 +13,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from bot import voice
 from bot.blocks import (
     ACTION_VALUE_LIMIT,
     CITE_ACTION_ID,
@@ -20,7 +21,6 @@ from bot.blocks import (
     RELATED_ACTION_ID,
     SAVE_ACTION_ID,
     author_menu,
-    corrected,
     counted,
     cut,
     day,
@@ -31,10 +31,9 @@ from bot.blocks import (
     title_link,
 )
 from bot.models import AUTHOR_PREFIX, Item, SearchHit
-from bot.search import glossary
 from bot.search.highlight import WordMatcher, highlighted_snippet, words
-from bot.search.query import without_open_quote
 from bot.summarize import Summary
+from bot.voice import SLACK
 
 COMMAND = "/mlresearch"
 LIST_SNIPPET_CHARS = 200
@@ -112,12 +111,8 @@ def share_button(value: str) -> dict[str, Any]:
 
 
 def quoted(text: str, limit: int = 80) -> str:
-    """User input echoed back: one line, cut, escaped, in curly quotes (a text that is one quoted phrase in
-    those quotes alone: “image captioning”, not “"image captioning"”; a quote mark left open is left out)."""
-    text = without_open_quote(text)
-    if len(text) > 2 and text[0] == text[-1] == '"' and text.count('"') == 2:
-        text = text[1:-1]
-    return "“" + escape(cut(text, limit)) + "”"
+    """User input echoed back: one line, cut, escaped, in curly quotes (`voice.Surface.quote`)."""
+    return SLACK.quote(text, limit)
 
 
 def channel_ref(channel_id: str) -> str:
@@ -171,18 +166,13 @@ def usage_reply(word: str) -> tuple[str, Blocks]:
     return one_line(f"I don't know {quoted(word, 30)}. Try `{COMMAND} help`; commands: {names}.")
 
 
-BY_MEANING = "related by meaning: it does not use your words"
-BY_MEANING_SOME = "related by meaning: it holds only some of your words"
-
-
 def searched_opening(searched_for: str | None, typed: str | None = None) -> tuple[str, Blocks]:
     """A reply's opening when a misspelt word was searched as another: its text ("" when none) and blocks,
-    naming the words `typed` too ("Searched for “captioning” (you typed “captoning”)"), so the reply under
-    it need not echo them. `commands` opens a command's reply with it; an answer in a thread says it in its
-    own header instead."""
+    naming the words `typed` too (`voice.searched`), so the reply under it need not echo them. `commands`
+    opens a command's reply with it; an answer in a thread says it in its own header instead."""
     if not searched_for:
         return "", []
-    said = f"Searched for {corrected(quoted(searched_for), quoted(typed)) if typed else quoted(searched_for)}"
+    said = voice.searched(SLACK, searched_for, typed)
     return f"{said}. ", [context(said)]
 
 
@@ -195,24 +185,28 @@ def search_reply(
     meaning alone marked as such."""
     if not hits:
         return no_results(text)
-    total = max(total, len(hits))
     blocks: Blocks = []
-    if expanded:  # a second "Searched for" would read as if the first were wrong
-        also = glossary.also(expanded, lambda said: f"“{said}”")
-        blocks.append(context(f"Also searched: {escape(cut(also, 300))}"))
+    also = voice.also_searched(SLACK, expanded)  # not a second "Searched for": it would read as a correction
+    if also:
+        blocks.append(context(also))
     if note:
         blocks.append(context(escape(note)))
-    count = counted(total, "result") + (f" for {quoted(text)}" if text is not None else "")
-    blocks.append(context(count + (f" · the best {len(hits)}" if total > len(hits) else "")))
+    count = voice.results(SLACK, total, len(hits), text)
+    blocks.append(context(count))
     for hit in hits:
         blocks += item_blocks(hit.item, highlighted_snippet(hit.item.summary, matcher, 300))
         if hit.by_meaning:  # too few of the words to match them: none, or some (in bold in its text)
-            some = matcher.among(set(words(f"{hit.item.title} {hit.item.summary}")))
-            blocks.append(context(f"_{BY_MEANING_SOME if some else BY_MEANING}_"))
+            blocks.append(context(f"_{voice.by_meaning(holds_some(hit.item, matcher))}_"))
         blocks.append(result_actions(hit.item))
     titles = "; ".join(escape(cut(h.item.title, 100)) + (" (related by meaning)" if h.by_meaning else "")
                        for h in hits)
-    return f"{count}: {titles}", blocks
+    everything = max(total, len(hits))  # the fallback text names how many, not how many are shown
+    return f"{voice.results(SLACK, everything, everything, text)}: {titles}", blocks
+
+
+def holds_some(item: Item, matcher: WordMatcher) -> bool:
+    """Whether an item listed for its meaning holds some of the words searched (in bold in its text)."""
+    return bool(matcher.among(set(words(f"{item.title} {item.summary}"))))
 
 
 def result_actions(item: Item) -> dict[str, Any]:
@@ -239,35 +233,20 @@ def related_reply(item: Item, related: Sequence[Any], topics: Sequence[str] = ()
     """The items close to `item` (bot.search.related.Related), one line each on what they share; none is one
     line and what to try (`topics`: of the glossary, named in its title, `related.topics_of`)."""
     if not related:
-        example = f" (e.g. {topics_to_try(topics)})" if topics else ""
-        return one_line(f"Nothing in the archive is near {quoted(item.title, 120)} yet: no other item is "
-                        f"close enough to it. Try `{COMMAND} search` with words of its topic{example}.")
-    blocks: Blocks = [context(f"Related to *{title_link(item, 150)}*")]
+        return one_line(voice.nothing_near(SLACK, item.title, topics))
+    blocks: Blocks = [context(voice.related_to(f"*{title_link(item, 150)}*"))]
     for hit in related:
-        shared = f"Shares: {escape(cut(hit.shares, 200))}" if hit.shares else "Near in meaning"
+        shared = voice.shares(hit.shares, SLACK)
         blocks.append(section(f"*{title_link(hit.item, 150)}* ({day(hit.item)})\n{shared}"))
     titles = "; ".join(escape(cut(h.item.title, 100)) for h in related)
-    return f"Related to {escape(cut(item.title, 100))}: {titles}", blocks
+    return f"{voice.related_to(escape(cut(item.title, 100)))}: {titles}", blocks
 
 
 def no_results(text: str | None, missing: Sequence[str] = (), topics: Sequence[str] = (),
-               meant: Sequence[tuple[str, str]] = (), unfiltered: tuple[int, str, str] | None = None
-               ) -> tuple[str, Blocks]:
-    """Nothing earned a place: one line saying so ("for" the query `text`; None when the reply opens with what
-    was searched), which words no item holds, which quoted phrase was most likely meant, and what to try:
-    the words without their filters when that finds some (`unfiltered`: how many, the words, the filters)."""
-    echoed = f" for {quoted(text)}" if text is not None else ""
-    if unfiltered is not None:
-        return one_line(f"No results{echoed}. {without_filters('search', *unfiltered)}")
-    absent = f" No item holds {', '.join(quoted(w, 40) for w in missing[:3])}." if missing else ""
-    absent += "".join(f" No item says {quoted(typed, 60)}: did you mean {quoted(right, 60)}?"
-                      for typed, right in meant[:2])
-    related = topics_to_try(topics) or "`vision`, `privacy`, `speech`"
-    message = (
-        f"No results{echoed}.{absent} Try fewer or broader words, or a related topic (e.g. "
-        f"{related}), check the spelling, drop a since:, type: or author: filter, or see `{COMMAND} latest`."
-    )
-    return one_line(message)
+               meant: Sequence[tuple[str, str]] = (), unfiltered: tuple[int, str, str] | None = None,
+               filtered: bool = False) -> tuple[str, Blocks]:
+    """Nothing earned a place: one line (`voice.no_results`)."""
+    return one_line(voice.no_results(SLACK, text, missing, topics, meant, unfiltered, filtered))
 
 
 def latest_reply(items: Sequence[Item], note: str = "") -> tuple[str, Blocks]:
@@ -291,51 +270,28 @@ def summary_reply(summary: Summary) -> tuple[str, Blocks]:
         else f"written by {escape(cut(summary.model or 'a language model', 60))} from these items only"
     )
     blocks: Blocks = [context(escape(summary.note))] if summary.note else []
-    about = quoted(summary.about) + (f" ({escape(cut(summary.filters, 100))})" if summary.filters else "")
-    blocks.append(section(f"*What Apple ML Research says about {about}*"))
+    about = voice.summary_about(SLACK, summary.about, summary.filters)
+    blocks.append(section(f"*{about}*"))
     for bullet in summary.bullets:
         sources = "; ".join(citation(summary.items[n - 1]) for n in bullet.sources)
         blocks.append(section(f"• {escape(bullet.text)}\n      ↳ {sources}"))
     blocks.append(context(f"{counted(len(summary.items), 'item')}, {summary.span} · {how}"))
-    text = f"What Apple ML Research says about {about}: " + " ".join(
+    text = f"{about}: " + " ".join(
         escape(b.text) for b in summary.bullets
     )
     return cut(text, 3000), blocks
 
 
-def topics_to_try(topics: Sequence[str]) -> str:
-    """Suggested topics (`SearchIndex.suggest`), at most two, as code: "`automatic speech recognition`"."""
-    return ", ".join(f"`{escape(cut(t, 60))}`" for t in topics[:2])
-
-
 def no_filtered(text: str, newest: Item | None) -> tuple[str, Blocks]:
-    """A search of filters alone (since:, until:, type:, author:) that no item matches: one line saying so,
-    and, for dates, when the newest item was published (`newest`; not the words, spelling and topics a
-    search of words is told to try)."""
-    then = f" The newest item is from {day(newest)}: `{COMMAND} latest` lists the newest." if newest else ""
-    return one_line(f"No results for {quoted(text)}: no item matches the filter; widen or drop it.{then}")
-
-
-def without_filters(verb: str, count: int, words: str, filters: str) -> str:
-    """What the words alone find when the filters left nothing, and the command to run: "Without
-    since:2024-01-01 there are 2 results: `/mlresearch search federated learning`." """
-    return (f"Without {escape(cut(filters, 100))} there {'is' if count == 1 else 'are'} "
-            f"{counted(count, 'result')}: `{COMMAND} {verb} {escape(cut(words, 200))}`.")
+    """A search of filters alone that no item matches: one line (`voice.no_filtered`), naming when the newest
+    item was published (`newest`), not the words, spelling and topics a search of words is told to try."""
+    return one_line(voice.no_filtered(SLACK, text, day(newest) if newest else None))
 
 
 def no_summary(topic: str, topics: Sequence[str] = (), unfiltered: tuple[int, str, str] | None = None
                ) -> tuple[str, Blocks]:
-    """Nothing to summarize: one line saying so, and what to try (`topics`: related ones items hold; or,
-    `unfiltered`, what the words find without the filters, as `no_results` says it)."""
-    if unfiltered is not None:
-        alone = without_filters("summarize", *unfiltered)
-        return one_line(f"Nothing in the archive is about {quoted(topic)}. {alone}")
-    related = topics_to_try(topics)
-    also = f" or a related topic (e.g. {related})" if related else ""
-    return one_line(
-        f"Nothing in the archive is about {quoted(topic)}, so there is nothing to summarize. "
-        f"Try broader words{also}, or `{COMMAND} search` to see what is there."
-    )
+    """Nothing to summarize: one line (`voice.no_summary`)."""
+    return one_line(voice.no_summary(SLACK, topic, topics, unfiltered))
 
 
 def keywords_text(keywords: Sequence[str], counts: Mapping[str, int] | None = None) -> str:

@@ -58,7 +58,8 @@ def test_poll_then_search_shows_the_archive_working(cwd):
     found = run(cwd, "search", "captioning", "--json")
     assert found.returncode == 0, found.stderr
     hits = json.loads(found.stdout)
-    assert hits and set(hits[0]) == {"id", "title", "link", "published", "score"}  # as the contract says
+    assert hits and set(hits[0]) == {"id", "title", "link", "published", "score", "by_meaning"}  # contract
+    assert hits[0]["by_meaning"] is False  # it holds the word
     assert hits[0]["link"] == "https://machinelearning.apple.com/research/balcaprl-mllm-image-captioning"
     assert hits[0]["published"].startswith("2026-05-11")
     assert isinstance(hits[0]["score"], float)
@@ -100,7 +101,7 @@ def test_search_prints_ranked_title_date_and_link(cwd):
     run(cwd, "poll", FEED_URL=str(ARCHIVE_PATH))
     proc = run(cwd, "search", "normalizing", "flows", "--limit", "2")
     assert proc.returncode == 0
-    assert proc.stdout.splitlines()[0] == "1 result:"  # both words: only the one paper holds them
+    assert proc.stdout.splitlines()[0] == "1 result for “normalizing flows”:"  # only the one paper holds both
     assert "Normalizing Flows are Capable Generative Models" in proc.stdout.splitlines()[1]
     assert (
         "2025-07-09" in proc.stdout
@@ -192,7 +193,8 @@ def test_a_pasted_link_lists_the_item_at_it_and_one_not_in_the_archive_is_one_li
     """A link searched as words said "no item holds 'https', 'machinelearning', 'com'" (until 2026-12-06)."""
     run(cwd, "poll", FEED_URL=str(ARCHIVE_PATH))
     proc = run(cwd, "search", "https://machinelearning.apple.com/research/normalizing-flows/?utm_source=x")
-    assert proc.returncode == 0 and proc.stdout.splitlines()[0] == "1 result:"
+    assert proc.returncode == 0 and proc.stdout.splitlines()[0] == \
+        "1 result for “https://machinelearning.apple.com/research/normalizing-flows”:"
     assert "Normalizing Flows are Capable Generative Models" in proc.stdout.splitlines()[1]
     gone = run(cwd, "search", "https://arxiv.org/abs/2401.12345")
     assert (gone.returncode, gone.stdout, gone.stderr) == \
@@ -208,47 +210,48 @@ def test_an_empty_search_is_a_one_line_usage_error(cwd, query):
 
 @pytest.mark.parametrize("query", ["captioning " * 40, "y" * 5000])
 def test_an_over_long_search_searches_its_first_words_and_says_so_in_one_line(cwd, query):
+    """The line saying so is information, on stdout above the answer (stderr is for errors only)."""
     run(cwd, "poll", FEED_URL=str(RSS_PATH))
     proc = run(cwd, "search", query)
-    assert proc.returncode == 0 and "Traceback" not in proc.stderr + proc.stdout
-    assert proc.stderr.strip().splitlines() == [
-        "mlresearch-bot: Your search was longer than 256 characters; I searched its first words."]
+    assert (proc.returncode, proc.stderr) == (0, "")
+    said, line = proc.stdout.splitlines()[:2]
+    assert said == "Your search was longer than 256 characters; I searched its first words."
     if query.startswith("captioning"):
         assert "BalCapRL" in proc.stdout
     else:  # nothing found: the reply names the query, cut as Slack's reply cuts it, not all 5,000 characters
-        line = proc.stdout.strip()
-        assert line.startswith("no results for 'yyy") and "…" in line and len(line) < 300
+        assert line.startswith("No results for “yyy") and "…”" in line and len(line) < 300
 
 
 @pytest.mark.parametrize(("command", "answered"), [
     ("search", lambda out: "BalCapRL" in out),
-    ("summarize", lambda out: out.startswith("What Apple ML Research says about 'image captioning' (")),
+    ("summarize", lambda out: out.startswith("What Apple ML Research says about “image captioning” (")),
 ])
 def test_a_quote_left_open_is_said_in_one_line(cwd, command, answered):
-    """A search and a summary of the words loose, one line on stderr saying why, and the words quoted back
-    without the open mark."""
+    """A search and a summary of the words loose, one line above the answer saying why (on stdout: it is no
+    error), and the words quoted back without the open mark."""
     run(cwd, "poll", FEED_URL=str(RSS_PATH))
     proc = run(cwd, command, '"image captioning')
-    assert proc.returncode == 0 and answered(proc.stdout), proc.stdout
-    assert proc.stderr.strip().splitlines() == [
-        "mlresearch-bot: A quote mark was not closed, so I searched its words loose, not as a phrase; "
-        "close it to search the phrase."]
+    assert (proc.returncode, proc.stderr) == (0, "")
+    said, answer = proc.stdout.split("\n", 1)
+    assert said == ("A quote mark was not closed, so I searched its words loose, not as a phrase; close it "
+                    "to search the phrase.")
+    assert answered(answer), proc.stdout
 
 
 def test_a_summary_of_a_misspelt_topic_says_what_it_searched_for(cwd):
     run(cwd, "poll", FEED_URL=str(RSS_PATH))
     proc = run(cwd, "summarize", "captoning")
     assert proc.returncode == 0
-    assert proc.stdout.startswith("searched for 'captioning'\n"
-                                  "What Apple ML Research says about 'captioning' (")
+    assert proc.stdout.startswith("Searched for “captioning” (you typed “captoning”)\n"
+                                  "What Apple ML Research says about “captioning” (")
 
 
 def test_a_misspelt_quoted_phrase_finds_nothing_and_says_what_was_meant(cwd):
     run(cwd, "poll", FEED_URL=str(RSS_PATH))
     proc = run(cwd, "search", '"image captoning"')
     assert proc.returncode == 0 and proc.stdout.count("\n") == 1
-    assert proc.stdout.startswith("no results for '\"image captoning\"': no item says 'image captoning': "
-                                  "did you mean 'image captioning'? try")
+    assert proc.stdout.startswith("No results for “image captoning”. No item says “image captoning”: did you "
+                                  "mean “image captioning”? Try")
 
 
 def test_a_filtered_search_that_finds_nothing_says_to_drop_the_filter(cwd):
@@ -257,12 +260,14 @@ def test_a_filtered_search_that_finds_nothing_says_to_drop_the_filter(cwd):
     run(cwd, "poll", FEED_URL=str(RSS_PATH))
     proc = run(cwd, "search", "since:2030-01-01", "zzqqxx")
     assert proc.returncode == 0 and proc.stdout.count("\n") == 1, proc.stdout
-    assert proc.stdout.rstrip().endswith("check the spelling, or drop the since:, until:, type: or author: "
-                                         "filter")
+    assert proc.stdout.rstrip().endswith("check the spelling, drop the since:, until:, type: or author: "
+                                         "filter, or see `mlresearch-bot latest`.")
     proc = run(cwd, "search", "until:1999-01-01")
-    assert proc.stdout == "no results for 'until:1999-01-01': no item matches the since:, until:, type: or " \
-        "author: filter; widen or drop it\n"
-    assert run(cwd, "search", "zzqqxx").stdout.rstrip().endswith("or check the spelling")
+    assert proc.stdout == ("No results for “until:1999-01-01”: no item matches the filter; widen or drop "
+                           "it. The newest item is from 2026-06-08: `mlresearch-bot latest` lists the "
+                           "newest.\n")
+    assert run(cwd, "search", "zzqqxx").stdout.rstrip().endswith("check the spelling, or see `mlresearch-bot "
+                                                                 "latest`.")
 
 
 NO_WORDS = "Type some words to search for, for example: search image captioning"

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from bot.commands import HANDLERS
+from bot.store import Store
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.slack_sender import ServeProcess, free_port
 from tests.test_newcomer import bot, clean_env, one_line_error
@@ -58,7 +59,8 @@ def test_latest_on_the_command_line_answers_as_the_slash_command(polled: Path) -
     assert " 3. " not in text.stdout
     five = bot(polled, "latest", "--json")
     hits = json.loads(five.stdout)
-    assert len(hits) == 5 and set(hits[0]) == {"id", "title", "link", "published", "score"}  # search's keys
+    assert len(hits) == 5 and set(hits[0]) == {"id", "title", "link", "published", "score", "by_meaning"}
+    assert not any(h["by_meaning"] for h in hits)  # search's keys; none listed for its meaning
     assert [h["published"] for h in hits] == sorted((h["published"] for h in hits), reverse=True)
     capped = bot(polled, "latest", "50", "--json")
     assert len(json.loads(capped.stdout)) == 10
@@ -75,12 +77,12 @@ def test_latest_and_status_on_an_empty_archive(tmp_path: Path) -> None:
 
 
 def test_status_on_the_command_line_says_what_the_slash_command_says(polled: Path) -> None:
-    text = bot(polled, "status")
+    text = bot(polled, "status", FEED_URL=str(RSS))  # the feed it polled
     assert text.returncode == 0 and text.stderr == ""
     assert "Feed: OK" in text.stdout and "Archive: 10 items" in text.stdout
     assert "Subscriptions: 0" in text.stdout and "Summaries: extractive" in text.stdout
     assert "*" not in text.stdout  # mrkdwn made text
-    answer = json.loads(bot(polled, "status", "--json").stdout)
+    answer = json.loads(bot(polled, "status", "--json", FEED_URL=str(RSS)).stdout)
     assert answer["feed"]["ok"] is True and answer["feed"]["error_streak"] == 0
     assert answer["items"] == 10 and answer["newest"]["title"].startswith("Introducing the Third")
     assert answer["summaries"] == "extractive"
@@ -219,3 +221,18 @@ def test_serve_starts_with_a_warning_when_slack_answers_500(tmp_path: Path, slac
     out = process.output()
     assert "event=token_unchecked reason=slack_error" in out and "status=500" in out
     assert "Traceback" not in out
+
+
+# --- a worker with nothing to post with --------------------------------------------------------------------
+
+
+def test_a_worker_without_a_token_is_one_line_on_both_stores(tmp_path: Path, store: Store,
+                                                               database_url: str) -> None:
+    """On PostgreSQL, `worker` without a token printed a timestamped WARNING (delivery_disabled) and then its
+    error: two lines for one problem (until 2026-12-06). Now one line on stderr, nothing on stdout; on
+    SQLite, the one line says a worker needs PostgreSQL."""
+    proc = bot(tmp_path, "worker", DATABASE_URL=database_url)
+    line = one_line_error(proc, 2)
+    assert proc.stdout == ""
+    wanted = "needs PostgreSQL" if store.backend == "sqlite" else "worker has nothing to post with: set SLACK"
+    assert wanted in line

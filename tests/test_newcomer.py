@@ -72,7 +72,7 @@ def test_search_on_an_empty_archive_says_so_and_how_to_fill_it(tmp_path: Path) -
 def test_check_the_spelling_only_when_there_is_an_archive_to_search(tmp_path: Path) -> None:
     bot(tmp_path, "poll", FEED_URL=str(RSS))
     proc = bot(tmp_path, "search", "qwertyuiop")
-    assert proc.returncode == 0 and "no results for 'qwertyuiop'" in proc.stdout and "spelling" in proc.stdout
+    assert proc.returncode == 0 and "No results for “qwertyuiop”" in proc.stdout and "spelling" in proc.stdout
     assert "empty" not in proc.stdout
 
 
@@ -89,18 +89,26 @@ def test_the_slash_command_search_on_an_empty_archive_says_how_to_fill_it(tmp_pa
 @pytest.mark.parametrize("database", ["default", "sqlite:///no/such/folder/bot.db", "absolute"])
 @pytest.mark.parametrize(
     "args",
-    [["search", "captioning"], ["search", "x", "--json"], ["summarize", "x"], ["summarize", "x", "--json"]],
+    [["search", "captioning"], ["search", "x", "--json"], ["summarize", "x"], ["summarize", "x", "--json"],
+     ["status"], ["status", "--json"]],
 )
 def test_a_read_on_a_missing_sqlite_file_says_so_and_creates_nothing(
     tmp_path: Path, args: list[str], database: str
 ) -> None:
+    """A file that does not exist yet: `poll` makes it, and the line says so. A folder that does not exist:
+    the line names it, as `poll` would (until 2026-12-06 it advised `poll`, which then refused the folder)."""
     env = {} if database == "default" else {"DATABASE_URL": database}
     if database == "absolute":
         env["DATABASE_URL"] = f"sqlite:///{tmp_path}/deeper/bot.db"
-    message = one_line_error(bot(tmp_path, *args, **env), 1)
-    assert "no archive at" in message and "mlresearch-bot poll" in message and "backfill" in message
     if database == "default":
-        assert "./mlresearch.db" in message
+        message = one_line_error(bot(tmp_path, *args, **env), 1)
+        assert "no archive at ./mlresearch.db" in message and "mlresearch-bot poll" in message
+        assert "backfill" in message
+    else:
+        message = one_line_error(bot(tmp_path, *args, **env), 2)
+        assert "DATABASE_URL" in message and "folder" in message and "does not exist" in message
+        assert "poll" not in message
+        assert message == one_line_error(bot(tmp_path, "poll", FEED_URL=str(RSS), **env), 2)  # the same line
     assert list(tmp_path.iterdir()) == []
 
 
@@ -118,7 +126,7 @@ def test_writes_still_create_the_archive(tmp_path: Path) -> None:
 def test_summarize_finding_nothing_exits_0_with_a_null_summary(tmp_path: Path) -> None:
     bot(tmp_path, "poll", FEED_URL=str(ARCHIVE))
     text = bot(tmp_path, "summarize", "qwertyuiop")
-    assert text.returncode == 0 and text.stderr == "" and "nothing in the archive" in text.stdout
+    assert text.returncode == 0 and text.stderr == "" and "Nothing in the archive" in text.stdout
     listed = bot(tmp_path, "summarize", "qwertyuiop", "--json")
     assert listed.returncode == 0, listed.stderr
     assert json.loads(listed.stdout) == {"topic": "qwertyuiop", "summary": None, "items": []}

@@ -4,9 +4,15 @@ baseline poll still posts nothing, and a broken index is logged and never stops 
 from __future__ import annotations
 
 import json
+import logging
 import time
 from pathlib import Path
 
+import pytest
+
+from bot.config import Settings
+from bot.server import start_poller
+from bot.store import Store
 from tests.fakes.feed_server import FeedServer, Reply
 from tests.fakes.research_index import INDEX_FIXTURE
 from tests.fakes.slack_api import FakeSlack
@@ -58,3 +64,21 @@ def test_serve_survives_a_broken_index(tmp_path: Path) -> None:
             assert "event=backfill_failed" in bot.output()
             assert "retry=next_poll" in bot.output()
             assert "Traceback" not in bot.output()
+
+
+def test_without_a_poller_a_failed_backfill_says_it_is_retried_at_the_next_start(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With POLL_INTERVAL=0 there is no next poll: until 2026-12-06 the log said `poller_disabled` and then
+    `backfill_failed … retry=next_poll`. Now it says what is true: the next start retries."""
+    caplog.set_level(logging.INFO, logger="bot")
+    with FeedServer() as site:
+        feed_url = site.feed("/rss.xml", (DATA / "apple_ml_rss.xml").read_bytes())
+        site.route("/research", Reply(status=500, body=b"oops", content_type="text/html"))
+        assert start_poller(Settings(feed_url=feed_url, poll_interval=0), store) is None
+        deadline = time.monotonic() + 30  # the backfill runs in its own thread; one request to a local server
+        while "event=backfill_failed" not in caplog.text and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert "event=poller_disabled" in caplog.text
+    assert "event=backfill_failed" in caplog.text and "retry=next_start" in caplog.text
+    assert "next_poll" not in caplog.text

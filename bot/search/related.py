@@ -119,7 +119,7 @@ def find_item(index: SearchIndex, text: str, store: Store | None = None) -> Item
     query = parse_query(text[:MAX_QUERY_CHARS], every_word=True)
     hits = [hit for hit in index.search(query, 1, store).hits if not hit.by_meaning]
     if not hits:
-        raise NothingFound(f"No item in the archive matches {text[:100]!r}; try other words of its title, or "
+        raise NothingFound(f"No item in the archive matches “{text[:100]}”; try other words of its title, or "
                            "its link.")
     return hits[0].item
 
