@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from bot import __version__, cli_cite
-from bot.cli_archive import cmd_latest, cmd_related, cmd_search, cmd_status, cmd_summarize
+from bot.cli_archive import cmd_feedback, cmd_latest, cmd_related, cmd_search, cmd_status, cmd_summarize
 from bot.cli_common import EMPTY_ARCHIVE, open_archive, open_store
 from bot.cli_common import err as _err
 from bot.cli_common import item_json as _item_json
@@ -38,8 +38,8 @@ from bot.errors import (
 )
 from bot.models import PollResult
 
-__all__ = ["EMPTY_ARCHIVE", "build_parser", "cmd_latest", "cmd_related", "cmd_search", "cmd_status",
-           "cmd_summarize", "main", "open_archive", "setup_logging"]
+__all__ = ["EMPTY_ARCHIVE", "build_parser", "cmd_feedback", "cmd_latest", "cmd_related", "cmd_search",
+           "cmd_status", "cmd_summarize", "main", "open_archive", "setup_logging"]
 log = logging.getLogger("bot")
 
 
@@ -447,45 +447,6 @@ def cmd_export(settings: Settings, args: argparse.Namespace) -> int:
 
 def _bibtex(command: Any, settings: Settings, args: argparse.Namespace) -> int:
     return int(command(settings, lambda: open_archive(settings), args, _out, _err, EMPTY_ARCHIVE))
-
-
-def cmd_feedback(settings: Settings, args: argparse.Namespace) -> int:
-    """The votes on the bot's answers, newest first: time, vote, the question as understood (the query it
-    ran), the items shown. docs/feedback.md says how to turn them into judged queries."""
-    from datetime import UTC, date, datetime
-
-    from bot.ask import Understood
-
-    since = None
-    if args.since:
-        try:
-            since = datetime.combine(date.fromisoformat(args.since), datetime.min.time(), UTC)
-        except ValueError:
-            raise UsageError(f"--since must be a date like 2026-12-01, not {args.since[:40]!r}") from None
-    store = open_archive(settings)
-    votes = store.feedback_since(since)
-    rows = []
-    for vote in votes:
-        understood = Understood.from_json(vote.understood)
-        rows.append({"time": vote.voted_at.isoformat(), "vote": vote.vote,
-                     "question": understood.command() if understood else None,
-                     "query": understood.query if understood else None,
-                     "understood": understood.describe() if understood else None,
-                     "team_id": vote.team_id, "channel_id": vote.channel_id, "answer_ts": vote.message_ts,
-                     "items": [{"id": i.get("id"), "title": i.get("title"), "link": i.get("link")}
-                               for i in vote.shown]})
-    if args.json:
-        _out(json.dumps(rows, ensure_ascii=False, indent=2))
-        return EXIT_OK
-    if not rows:
-        _out("no feedback yet" + (f" since {args.since}" if args.since else ""))
-        return EXIT_OK
-    for row in rows:
-        mark = "+1" if row["vote"] == "up" else "-1"
-        _out(f"{row['time'][:16].replace('T', ' ')}  {mark}  {row['question'] or '?'}")
-        for n, item in enumerate(row["items"], 1):
-            _out(f"    {n}. {item['title']}  {item['link']}")
-    return EXIT_OK
 
 
 def cmd_reindex(settings: Settings, args: argparse.Namespace) -> int:

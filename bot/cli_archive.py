@@ -1,5 +1,5 @@
-"""The command line's reads of the archive: `search`, `summarize`, `related`, `latest` and `status`, in the
-words Slack and the shell use (`bot.voice` decides them; this module prints them as text).
+"""The command line's reads of the archive: `search`, `summarize`, `related`, `latest`, `status` and
+`feedback`, in the words Slack and the shell use (`bot.voice` decides them; this module prints them as text).
 
 Every line of an answer is on stdout, the informational ones too ("Searched for “captioning” (you typed
 “captoning”)", "No item holds “topological”: these were found without it."); stderr holds an error's one
@@ -250,3 +250,42 @@ def _author_counts(keywords: list[str], store: Any) -> dict[str, int] | None:
         return None
     rows = ((row["id"], json.loads(row["authors"] or "[]")) for row in store.each_item())
     return author_follows.counts(keywords, Directory.of((i, a) for i, a in rows if isinstance(a, list)))
+
+
+def cmd_feedback(settings: Settings, args: argparse.Namespace) -> int:
+    """The votes on the bot's answers, newest first: time, vote, the question as understood (the query it
+    ran), the items shown. docs/feedback.md says how to turn them into judged queries."""
+    from datetime import UTC, date, datetime
+
+    from bot.ask import Understood
+
+    since = None
+    if args.since:
+        try:
+            since = datetime.combine(date.fromisoformat(args.since), datetime.min.time(), UTC)
+        except ValueError:
+            raise UsageError(f"--since must be a date like 2026-12-01, not {args.since[:40]!r}") from None
+    store = open_archive(settings)
+    votes = store.feedback_since(since)
+    rows = []
+    for vote in votes:
+        understood = Understood.from_json(vote.understood)
+        rows.append({"time": vote.voted_at.isoformat(), "vote": vote.vote,
+                     "question": understood.command() if understood else None,
+                     "query": understood.query if understood else None,
+                     "understood": understood.describe() if understood else None,
+                     "team_id": vote.team_id, "channel_id": vote.channel_id, "answer_ts": vote.message_ts,
+                     "items": [{"id": i.get("id"), "title": i.get("title"), "link": i.get("link")}
+                               for i in vote.shown]})
+    if args.json:
+        out(json.dumps(rows, ensure_ascii=False, indent=2))
+        return EXIT_OK
+    if not rows:
+        out("no feedback yet" + (f" since {args.since}" if args.since else ""))
+        return EXIT_OK
+    for row in rows:
+        mark = "+1" if row["vote"] == "up" else "-1"
+        out(f"{row['time'][:16].replace('T', ' ')}  {mark}  {row['question'] or '?'}")
+        for n, item in enumerate(row["items"], 1):
+            out(f"    {n}. {item['title']}  {item['link']}")
+    return EXIT_OK
