@@ -364,13 +364,16 @@ def test_unsubscribe(services: Services, store: Store) -> None:
 # --- status ----------------------------------------------------------------------------------------------
 
 
-def test_status_shows_feed_health_and_this_channels_subscription(services: Services, store: Store) -> None:
+def test_status_shows_feed_health_and_this_channels_subscription(store: Store) -> None:
+    polled = store.latest_feed_state()
+    assert polled is not None
+    services = Services(store=store, settings=Settings(feed_url=polled.url))  # the feed status reports on
     body = mrkdwn(ask(services, "status"))
     assert "*Feed:* OK" in body and "*Archive:* 16 items" in body and "not subscribed" in body
     assert "Introducing the Third Generation" in body
     ask(services, "subscribe vision")
     store.pause_subscription(TEAM, CHANNEL, "channel_not_found <!channel>")
-    store.record_failure(store.latest_feed_state().url, "HTTP 503 <@U1>")  # type: ignore[union-attr]
+    store.record_failure(polled.url, "HTTP 503 <@U1>")
     body = mrkdwn(ask(services, "status"))
     assert "failing" in body and "1 in a row" in body and "HTTP 503" in body
     assert "`vision`" in body and "*paused*: channel_not_found" in body
