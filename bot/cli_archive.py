@@ -21,9 +21,9 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from bot.cli_common import EMPTY_ARCHIVE, iso, item_json, open_archive, out
+from bot.cli_common import EMPTY_ARCHIVE, err, iso, item_json, open_archive, out
 from bot.config import Settings, redact_url
-from bot.errors import EXIT_OK, Failure, NothingFound, UsageError
+from bot.errors import EXIT_OK, NothingFound, UsageError
 from bot.models import shown_day
 
 
@@ -143,8 +143,14 @@ def cmd_related(settings: Settings, args: argparse.Namespace) -> int:
     index = SearchIndex(store, model=meaning_model(settings))
     try:
         item = find_item(index, " ".join(args.item))
-    except NothingFound as exc:  # no item to start from: an error (exit 1), not an item nothing is near
-        raise Failure(str(exc)) from None
+    except NothingFound as exc:  # no item to start from: nothing found (exit 0, as the contract says);
+        # under --json, `[]` on stdout and the reason on stderr, where "nothing close" prints `[]` alone
+        if args.json:
+            out("[]")
+            err(str(exc))
+        else:
+            out(str(exc))
+        return EXIT_OK
     found = related(index, item, args.limit)
     if args.json:
         out(json.dumps([{**item_json(h.item), "score": h.score, "by_meaning": not h.shares} for h in found],

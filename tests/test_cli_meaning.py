@@ -54,17 +54,18 @@ def test_related_to_an_item_nothing_is_close_to_says_so(cwd: Path) -> None:
     assert (proc.returncode, proc.stdout.strip(), proc.stderr) == (0, "[]", "")
 
 
-def test_related_to_a_link_or_words_naming_no_item_is_an_error_unlike_nothing_close(cwd: Path) -> None:
-    """No item to start from is an error (exit status 1, its line on stderr), under --json too: a script tells
-    it from an item nothing is close to, which is nothing found (`[]`, exit status 0). Until 2026-12-06 both
-    printed `[]`."""
+def test_related_to_a_link_or_words_naming_no_item_says_so_unlike_nothing_close(cwd: Path) -> None:
+    """No item to start from is nothing found (exit status 0, as the contract has it), said in one line; under
+    --json `[]` with that line on stderr, so a script tells it from an item nothing is close to (`[]` alone).
+    Until 2026-12-06 both printed `[]` and nothing else."""
     proc = run(cwd, "related", "https://machinelearning.apple.com/research/not-in-the-archive")
-    assert_one_line_error(proc, 1, "That link is not in the archive: "
-                          "https://machinelearning.apple.com/research/not-in-the-archive")
-    assert proc.stdout == ""
+    assert (proc.returncode, proc.stderr) == (0, "")
+    assert proc.stdout.splitlines() == [
+        "That link is not in the archive: https://machinelearning.apple.com/research/not-in-the-archive"]
     proc = run(cwd, "related", "zyxwv qqqqq", "--json")
-    assert_one_line_error(proc, 1, "No item in the archive matches “zyxwv qqqqq”")
-    assert proc.stdout == ""
+    assert (proc.returncode, proc.stdout.strip()) == (0, "[]")
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith("mlresearch-bot: No item in the archive matches “zyxwv qqqqq”")
     close = run(cwd, "related", "captioning", "--json")
     assert (close.returncode, close.stdout.strip(), close.stderr) == (0, "[]", "")
 
