@@ -7,7 +7,13 @@ For each size, the time of one `research_index.backfill` (fetch + parse + merge,
 then search p50/p99 over the full archive before and after its backfill (terms, and author: filters).
 
 Target: 5,000 posts in under 5 s; search p99 unchanged (within noise, a few ms).
-Run: .venv/bin/python benchmarks/bench_backfill.py
+
+Then (issue 55) the posts' own pages: 700 posts backfilled, then `item_pages.enrich_pages` reads each
+one's page (paper, code, venue: synthetic pages in the shape of tests/data/item_pages/) from a loopback
+server, once with no pause (the work itself: fetch, parse, store) and once at the pace `backfill --pages`
+keeps (BACKFILL_PACE, one page a second), the time each takes, and how many pages gave each field.
+
+Run: .venv/bin/python benchmarks/bench_backfill.py [--pages-only] [--pages N]
 """
 
 from __future__ import annotations
@@ -23,15 +29,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bot import item_pages  # noqa: E402
 from bot import research_index as ri  # noqa: E402
 from bot.feed import make_client  # noqa: E402
 from bot.search.index import SearchIndex  # noqa: E402
 from bot.search.query import search  # noqa: E402
 from bot.store import SQLiteStore, Store  # noqa: E402
 from tests.fakes.feed_server import FeedServer, Reply  # noqa: E402
-from tests.fakes.research_index import _WORDS, index_page, synthetic_posts  # noqa: E402
+from tests.fakes.research_index import _WORDS, index_page, item_page, synthetic_posts  # noqa: E402
 
 SIZES = (1_000, 5_000)
+PAGES = 700
 SEARCHES = 400
 TARGET_S = 5.0
 
@@ -72,7 +80,47 @@ def queries_for(n: int) -> list[str]:
     return queries
 
 
+def synthetic_page(n: int, title: str) -> bytes:
+    """Post n's own page: every post names its paper, two in three their code, three in four a venue."""
+    venue = ("ICML 2025", "NeurIPS 2025", "the Workshop on Efficient Systems at NeurIPS 2025", None)[n % 4]
+    body = f"<p>This paper was accepted at {venue}.</p>" if venue else ""
+    body += "<p>" + " ".join(_WORDS[(n + k) % len(_WORDS)] for k in range(120)) + ".</p>"
+    if n % 3:
+        body += f"<p>Code is available at https://github.com/apple/ml-synthetic-{n}.</p>"
+    return item_page(title, body, publication=f"https://arxiv.org/pdf/2501.{n:05d}v2")
+
+
+def pages(count: int) -> int:
+    """Backfill `count` posts, then read their pages: with no pause, and at BACKFILL_PACE."""
+    posts = synthetic_posts(count, prefix="paged")
+    html = "text/html; charset=utf-8"
+    print(f"\n{'pages':>6}  {'pace':>6}  {'elapsed':>9}  {'read':>5} {'failed':>6}  {'paper':>5} {'code':>5} "
+          f"{'venue':>5}  {'work a page':>11}")
+    with tempfile.TemporaryDirectory() as tmp, FeedServer() as server, make_client() as client:
+        url = server.route("/research", Reply(body=index_page(posts), content_type=html))
+        for n, post in enumerate(posts):
+            body = synthetic_page(n, post["title"])
+            server.route(f"/research/{post['slug']}", Reply(body=body, content_type=html))
+        for pace in (0.0, item_pages.BACKFILL_PACE):
+            store = fresh_store(Path(tmp), f"pages-{pace}")
+            ri.backfill(store, client, url)
+            start = time.perf_counter()
+            result = item_pages.enrich_pages(store, client, server.base, (), more=None, recheck=False,
+                                             pace=pace, budget=None)
+            took = time.perf_counter() - start
+            items = store.latest(limit=count)
+            fields = ("paper_url", "code_url", "venue")
+            have = [sum(1 for i in items if getattr(i, field)) for field in fields]
+            work = (took - pace * max(0, result.read + result.failed - 1)) / max(1, result.read) * 1000
+            print(f"{count:>6,}  {pace:>5.1f}s  {took:>8.1f}s  {result.read:>5,} {result.failed:>6,}  "
+                  f"{have[0]:>5,} {have[1]:>5,} {have[2]:>5,}  {work:>8.1f} ms")
+    return 0
+
+
 def main() -> int:
+    count = int(sys.argv[sys.argv.index("--pages") + 1]) if "--pages" in sys.argv else PAGES
+    if "--pages-only" in sys.argv:
+        return pages(count)
     print(
         f"{'posts':>6}  {'archive':<7} {'backfill':>9}  {'added':>6} {'enriched':>8}  "
         f"{'search p50/p99 before':>22}  {'after':>15}"
@@ -110,6 +158,7 @@ def main() -> int:
             )
     verdict = "PASS" if worst < TARGET_S else "FAIL"
     print(f"slowest backfill of {max(SIZES):,} posts: {worst:.2f}s (target < {TARGET_S:g} s) {verdict}")
+    pages(count)
     return 0 if worst < TARGET_S else 1
 
 

@@ -40,7 +40,7 @@ from slack_sdk.models.messages.chunk import TaskUpdateChunk
 
 from bot import entities, views
 from bot.ask import Understood, clean
-from bot.blocks import ACTION_VALUE_LIMIT, CITE_ACTION_ID, author_menu, cut, escape, title_link
+from bot.blocks import ACTION_VALUE_LIMIT, CITE_ACTION_ID, author_menu, cut, escape, links_line, title_link
 from bot.commands import LATEST_DEFAULT, LATEST_MAX, SEARCH_RESULTS, Services, shown_count
 from bot.errors import SearchError, SummaryError, SummaryStopped
 from bot.models import Item, shown_day
@@ -243,6 +243,11 @@ def _cite_buttons(cited: list[Item], items: list[Item]) -> dict[str, Any]:
 
 
 def _cited_list(cited: list[Item], items: list[Item]) -> str:
-    """The cited items, each with its number in the text, link and date."""
-    return "\n".join(f"[{items.index(item) + 1}] {title_link(item)} · {shown_day(item.published)}"
-                     for item in cited)
+    """The cited items, each with its number in the text, link and date, and the line of its paper, code and
+    venue under it when known."""
+    lines = []
+    for item in cited:
+        line = links_line(item)
+        lines.append(f"[{items.index(item) + 1}] {title_link(item)} · {shown_day(item.published)}"
+                     + (f"\n      {line}" if line else ""))
+    return "\n".join(lines)

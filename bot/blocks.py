@@ -30,6 +30,8 @@ from bot.search.match import TOPIC_PREFIX
 
 EVENT_TYPE = "mlresearch_item"
 BATCH_EVENT_TYPE = "mlresearch_batch"
+FOLLOWUP_EVENT_TYPE = "mlresearch_followup"
+VENUE_CHARS = 80
 BATCH_TITLE_CHARS = 150
 BATCH_LISTED = 100  # titles listed in a burst's message at most; the thread holds every item
 MAX_BLOCKS = 50
@@ -103,13 +105,33 @@ def day(item: Item) -> str:
     return shown_day(item.published)
 
 
+def links_line(item: Item) -> str:
+    """The line under an item's title, as mrkdwn: "<paper|Paper> · <code|Code> · ICML 2025" (what its page
+    says, `bot.item_pages`), each part only when known and its link a plain http(s) URL; the venue escaped and
+    cut. "" when there is nothing to say."""
+    parts = []
+    for link, label in ((item.paper_url, "Paper"), (item.code_url, "Code")):
+        url = safe_url(link) if link else None
+        if url:
+            parts.append(f"<{url}|{label}>")
+    if item.venue and item.venue.strip():
+        parts.append(escape(cut(item.venue, VENUE_CHARS)))
+    return " · ".join(parts)
+
+
+def titled(item: Item, limit: int = TITLE_CHARS) -> str:
+    """An item's title in bold as its link, and the line of its paper, code and venue under it when known."""
+    line = links_line(item)
+    return f"*{title_link(item, limit)}*" + (f"\n{line}" if line else "")
+
+
 def item_message(item: Item, matched: Sequence[str] = ()) -> dict[str, Any]:
     """The channel post for one new item: `text` (fallback), `blocks`, `metadata`, `unfurl_*`."""
     meta = f"{KIND_LABEL.get(item.kind, 'Paper')} · {day(item)}"
     if item.authors:
         meta += f" · {escape(cut(format_authors(item.authors), 200))}"
     blocks: list[Any] = [
-        SectionBlock(text=md(f"*{title_link(item)}*")),
+        SectionBlock(text=md(titled(item))),
         ContextBlock(elements=[md(meta)]),
     ]
     if item.summary:
@@ -224,6 +246,34 @@ def item_text(item: Item) -> dict[str, Any]:
     message = item_message(item)
     message.pop("blocks")
     return message
+
+
+def followup_message(item: Item, kind: str) -> dict[str, Any] | None:
+    """A follow-up reply in the thread of an item's post (`Delivery.followup`): "Code released: <link>" or
+    "Published at ICML 2025", with the item's title under it (a burst's thread holds several items); None when
+    the item no longer says it. Its metadata (`followup_id`) is how a crash's post is found again."""
+    if kind == "code" and item.code_url and (url := safe_url(item.code_url)):
+        said, plain = f"Code released: <{url}|{escape(url.split('://', 1)[1])}>", f"Code released: {url}"
+    elif kind == "venue" and item.venue and item.venue.strip():
+        venue = escape(cut(item.venue, VENUE_CHARS))
+        said = plain = f"Published at {venue}"
+    else:
+        return None
+    blocks = [SectionBlock(text=md(said)), ContextBlock(elements=[md(title_link(item, 150))])]
+    return {
+        "text": cut(f"{plain} ({escape(cut(item.title, 150))})", FALLBACK_TEXT_LIMIT),
+        "blocks": [b.to_dict() for b in blocks],
+        "unfurl_links": False,
+        "unfurl_media": False,
+        "parse": "none",
+        "metadata": {"event_type": FOLLOWUP_EVENT_TYPE, "event_payload": {
+            "item_id": item.id, "followup": kind, "followup_id": followup_id(item.id, kind)}},
+    }
+
+
+def followup_id(item_id: str, kind: str) -> str:
+    """The key of one follow-up in its message's metadata: its kind and the item's id."""
+    return f"{kind}:{item_id}"
 
 
 def batch_message(batch_id: str, count: int, items: Sequence[Item]) -> dict[str, Any]:

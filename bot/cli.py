@@ -70,6 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
     backfill.add_argument("--url", help="the research index page (default: /research on the feed's site)")
     backfill.add_argument("--dry-run", action="store_true", help="write nothing; say what would change")
     backfill.add_argument("--json", action="store_true", help='print {"found", "added", "enriched"}')
+    backfill.add_argument("--pages", action="store_true",
+                          help="then read each post's own page not read yet (paper, code, venue), 1 a second")
 
     search = sub.add_parser("search", help="search the archive")
     search.add_argument("query", nargs="+", help="words to look for")
@@ -352,12 +354,15 @@ def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_backfill(settings: Settings, args: argparse.Namespace) -> int:
-    """Merge the research index into the archive (issue 6); nothing is ever delivered."""
-    from bot import feed, research_index
+    """Merge the research index into the archive (issue 6); nothing is ever delivered. `--pages`: then read
+    the own page of every post never read (its paper, code and venue: `bot.item_pages`), BACKFILL_PACE
+    apart; an interrupted run keeps what it read, and the next one goes on from there."""
+    from bot import feed, item_pages, research_index
     from bot.store import open_store as store_at
 
     url = args.url or research_index.index_url_for(settings.feed_url) or research_index.DEFAULT_INDEX_URL
     tty = sys.stderr.isatty()
+    pages: Any = None
 
     def progress(message: str) -> None:
         if tty:
@@ -375,6 +380,12 @@ def cmd_backfill(settings: Settings, args: argparse.Namespace) -> int:
             else:
                 store = open_store(settings)
                 result = research_index.backfill(store, client, url, progress=progress)
+                origin = item_pages.origin_of(url)
+                if args.pages and origin is not None:
+                    progress("reading the posts' own pages, one a second …")
+                    pages = item_pages.enrich_pages(
+                        store, client, origin, (), more=None, recheck=False, pace=item_pages.BACKFILL_PACE,
+                        budget=None, progress=progress)
     except IndexReadError as exc:
         raise Failure(f"backfill failed: {exc}") from None
     finally:
@@ -387,8 +398,10 @@ def cmd_backfill(settings: Settings, args: argparse.Namespace) -> int:
             _embed_archive(settings, store, tty)
         except BotError as exc:
             _err(f"warning: search by meaning will embed the new posts later: {exc}")
+    read = {} if pages is None else {"pages": {"read": pages.read, "changed": pages.changed,
+                                                "failed": pages.failed, "left": pages.left}}
     if args.json:
-        _out(json.dumps({**result.as_json(), **({"dry_run": True} if args.dry_run else {})}))
+        _out(json.dumps({**result.as_json(), **({"dry_run": True} if args.dry_run else {}), **read}))
     elif args.dry_run:
         _out(
             f"dry run: {result.found} posts in the index; {result.added} would be added, "
@@ -396,6 +409,9 @@ def cmd_backfill(settings: Settings, args: argparse.Namespace) -> int:
         )
     else:
         _out(f"{result.found} posts in the index: {result.added} added, {result.enriched} enriched")
+        if pages is not None:
+            _out(f"their own pages: {pages.read} read ({pages.changed} with a paper, code or venue), "
+                 f"{pages.failed} failed" + (f", {pages.left} left for the next run" if pages.left else ""))
     return EXIT_OK
 
 

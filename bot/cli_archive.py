@@ -71,6 +71,8 @@ def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
         lines.append(f"{rank:>2}. {hit.item.title}\n    {shown_day(hit.item.published)}  {hit.item.link}")
         if hit.item.authors:
             lines.append(f"    {format_authors(hit.item.authors)}")
+        if facts := _facts(hit.item):
+            lines.append(f"    {facts}")
         if hit.by_meaning:
             lines.append(f"    {voice.by_meaning(holds_some(hit.item, matcher))}")
     out("\n".join(lines))
@@ -194,7 +196,16 @@ def cmd_latest(settings: Settings, args: argparse.Namespace) -> int:
         out(f"{rank:>2}. {item.title}\n    {shown_day(item.published)}  {item.link}")
         if item.authors:
             out(f"    {format_authors(item.authors)}")
+        if facts := _facts(item):
+            out(f"    {facts}")
     return EXIT_OK
+
+
+def _facts(item: Any) -> str:
+    """An item's paper, code and venue on one line ("paper: https://arxiv.org/abs/… · code: https://github.com/…
+    · ICML 2025"), "" when none is known: the line under the title posts show (`blocks.links_line`)."""
+    parts = [f"{label}: {url}" for label, url in (("paper", item.paper_url), ("code", item.code_url)) if url]
+    return " · ".join([*parts, *([" ".join(item.venue.split())[:80]] if item.venue else [])])
 
 
 def cmd_status(settings: Settings, args: argparse.Namespace) -> int:

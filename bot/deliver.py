@@ -12,6 +12,10 @@ restarts, and rows of another poll never join). The burst's top-level message (`
 metadata `mlresearch_batch`) is posted under its own ledger row, then each item's usual message in its
 thread. A burst message that fails for good leaves its items to be posted on their own.
 
+A follow-up's row (target 'followup:code' or 'followup:venue', queued by `Store.record_page` when an item's
+page later shows a code release or a venue) is a reply in the thread of the item's post in that channel
+(its `thread_ts`), posted with the channel's other rows, paced and exactly once as they are.
+
 A follow's row (target 'person', its channel_id the user ID) is a direct message: the person's DM is opened
 (`posting.open_dm`) and the message posted there, as a channel's. A person who cannot be messaged fails only
 their rows. Follow rows carry no poll, so they are never a burst.
@@ -44,6 +48,7 @@ from functools import partial
 
 from slack_sdk import WebClient
 
+from bot import blocks
 from bot.config import Settings
 from bot.errors import WorkspaceUnavailable
 from bot.models import Delivery, DeliveryBatch, DeliveryReport, Item
@@ -438,6 +443,11 @@ class Deliverer:
         if item is None:
             fail(store, ch, Job(row=row), "item_missing")
             return
+        if row.followup is not None:  # a reply in the thread of the item's post in this channel
+            if blocks.followup_message(item, row.followup) is None:
+                fail(store, ch, Job(row=row), "nothing_to_follow_up")
+                return
+            thread_ts = row.thread_ts
         ts = yield from posting.deliver(store, ch, Job(row=row, item=item, thread_ts=thread_ts))
         if ts is not None:
             ch.delivered += 1

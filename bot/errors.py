@@ -13,6 +13,7 @@ error or a Slack reply); `REPORTS` maps a class to its exit status and to the li
     │   ├── FeedNotAFeed        the body parsed but is not RSS/Atom (an HTML page, say)
     │   └── FeedMalformed       broken XML, declared entities (an entity bomb), an undecodable body
     ├── IndexReadError          the research index could not be fetched or read
+    │   └── ItemPageError       an item's own page could not be fetched or read (nothing of it is stored)
     ├── StoreError              the store could not be opened, read or written
     │   ├── LockTimeout         another process holds the poll lock
     │   └── RoutesStale         ingest's routing was decided before a subscription or follow changed
@@ -112,6 +113,16 @@ class FeedMalformed(FeedError):
 
 class IndexReadError(BotError):
     """The research index could not be read."""
+
+
+class ItemPageError(IndexReadError):
+    """An item's own page on the site (for its paper, code and venue) could not be fetched or read: nothing
+    the page would have said is stored, and it is tried again later (`bot.item_pages`). `transient`: the
+    site itself failed (a timeout, no connection, 429 or 5xx), so no other page is asked for now."""
+
+    def __init__(self, message: str, *, transient: bool = False) -> None:
+        super().__init__(message)
+        self.transient = transient
 
 
 class StoreError(BotError):

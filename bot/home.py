@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from bot.blocks import ACTION_VALUE_LIMIT, KIND_LABEL, cut, day, escape, title_link
+from bot.blocks import ACTION_VALUE_LIMIT, KIND_LABEL, cut, day, escape, titled
 from bot.models import Item
 from bot.status import feed_lines
 from bot.views import (
@@ -182,7 +182,7 @@ def reading_list(store: Any, team_id: str, user_id: str, room: int) -> Blocks:
     for entry in saved[:shown]:
         item = entry.item
         meta = f"{KIND_LABEL.get(item.kind, 'Paper')} · {day(item)} · saved {entry.saved_at:%Y-%m-%d}"
-        block = section(f"*{title_link(item)}*\n{meta}")
+        block = section(f"{titled(item)}\n{meta}")
         block["accessory"] = button("Remove", REMOVE_ACTION_ID, item.id[:ACTION_VALUE_LIMIT])
         blocks.append(block)
     if len(saved) > shown:

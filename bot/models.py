@@ -18,6 +18,8 @@ MAX_KEYWORDS = 20  # keywords of one subscription, and follows of one person in 
 TOPIC_PREFIX = "about:"  # a keyword that is a topic matched by meaning: "about:privacy"
 AUTHOR_PREFIX = "author:"  # a keyword that is an author's name (bot.search.authors): "author:Awni Hannun"
 MAX_WORKSPACE_TOPICS = 100  # distinct about: topics of one workspace's subscriptions and follows together
+FOLLOWUP_PREFIX = "followup:"  # a delivery's target when it is a follow-up reply (`Delivery.followup`)
+FOLLOWUPS = ("code", "venue")  # what a follow-up tells: a code release, where the paper was published
 
 
 # --- the feed -------------------------------------------------------------------------------------------
@@ -35,7 +37,9 @@ def shown_day(moment: date | datetime) -> str:
 
 @dataclass(frozen=True)
 class Item:
-    """One feed entry. `id` is its identity: the canonical link."""
+    """One feed entry. `id` is its identity: the canonical link. `venue` ("ICML 2025"), `paper_url` (its arXiv
+    or PDF link) and `code_url` (its code, e.g. github.com/apple/ml-…) are what its page on the site says
+    (`bot.item_pages`), None until read or when the page says nothing."""
 
     id: str
     guid: str | None
@@ -45,6 +49,9 @@ class Item:
     published: datetime
     kind: Kind
     authors: tuple[str, ...] = field(default=())
+    venue: str | None = None
+    paper_url: str | None = None
+    code_url: str | None = None
 
 
 @dataclass(frozen=True)
@@ -127,13 +134,22 @@ class Delivery:
     ts: str | None = None
     error: str | None = None
     claimed_at: datetime | None = None
-    target: str = "channel"  # channel | person (a follow's direct message: channel_id is the user ID)
+    # channel | person (a follow's direct message: channel_id is the user ID) | followup:code |
+    # followup:venue (a reply in the thread of the item's post in that channel: bot.item_pages found it later)
+    target: str = "channel"
     poll: str | None = None  # the poll (ingest) that queued it
     batch_id: str | None = None  # the burst it is posted in, in the thread of the batch's message
+    thread_ts: str | None = None  # a follow-up's: the thread of the item's post it replies in
 
     @property
     def to_person(self) -> bool:
         return self.target == "person"
+
+    @property
+    def followup(self) -> str | None:
+        """What a follow-up row tells in the item's thread ("code" or "venue"; target "followup:code"), or
+        None for an item's own post."""
+        return self.target[len(FOLLOWUP_PREFIX):] if self.target.startswith(FOLLOWUP_PREFIX) else None
 
 
 @dataclass(frozen=True)
@@ -192,6 +208,8 @@ class SearchFilters:
     until: date | None = None  # the last day included
     kind: str | None = None
     authors: tuple[str, ...] = field(default=())
+    venues: tuple[str, ...] = field(default=())  # venue:icml: the venue holds each one's words
+    has: tuple[str, ...] = field(default=())  # has:code, has:paper, has:venue: the item holds each
 
 
 # --- a poll ---------------------------------------------------------------------------------------------

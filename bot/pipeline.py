@@ -9,7 +9,8 @@
 A cycle is `bot.poller.poll_once`: fetch -> parse -> route (`bot.route`: who gets each new item and why,
 embeddings computed here, outside any transaction) -> ingest (new items and ledger rows in one short
 transaction) -> enrich new items from the research index beside a web feed, and route them by the authors
-it found -> deliver -> post due digests (`bot.digest`).
+it found, and from their own pages (`bot.item_pages`: paper, code, venue; follow-ups for a later finding) ->
+deliver -> post due digests (`bot.digest`).
 Then every hook in `after` runs with the cycle's `PollResult`, in order, each guarded (a hook never breaks a
 poll): the place for a search index refresh, and for `serve`'s first-run backfill of a sparse archive
 (`backfill_if_sparse`).
@@ -28,7 +29,7 @@ import httpx
 
 from bot import deliver as slack_delivery
 from bot import digest as digests
-from bot import feed, poller, research_index
+from bot import feed, item_pages, poller, research_index
 from bot import worker as workers
 from bot.config import Settings
 from bot.models import Item, PollResult, Subscription
@@ -92,7 +93,7 @@ class Pipeline:
             make_digest=(lambda _deliver: digest) if digest is not None else (
                 lambda made: _slack_digest(made, settings, store)
             ),
-            enrich=research_index.enricher(index_url),
+            enrich=item_pages.enricher(index_url),
             index_url=index_url,
             after=list(after),
             owns_client=client is None,

@@ -8,9 +8,11 @@ A cycle, in this order and in the code below:
     -> ingest: new items, edits and the routed ledger rows in one short transaction (routed again if a
        subscription changed in between)
     -> enrich new items from the research index (the feed has no authors and cuts abstracts), then route
-       those whose authors it found to the author follows and subscriptions they match (`route.by_authors`)
-    -> deliver whatever the ledger holds open (so posts carry the authors and the whole abstract), then due
-       digests.
+       those whose authors it found to the author follows and subscriptions they match (`route.by_authors`);
+       then their own pages (paper, code, venue) and a few older ones' (`bot.item_pages`: a later finding
+       queues a follow-up reply)
+    -> deliver whatever the ledger holds open (so posts carry the authors, the whole abstract and the paper,
+       code and venue; follow-ups too), then due digests.
 Only the holder of the store's poll lock runs a cycle, so a web process and a scheduled `poll` never deliver
 at once.
 """
@@ -34,9 +36,9 @@ from bot.store import Store
 log = logging.getLogger("bot.poller")
 
 Deliver = Callable[[Store], DeliveryReport]
-# Enrichment of newly polled items from the research index (issue 6): (store, client, new item ids) -> the
-# ids of the items it found authors for (anything else: none). It runs after ingest, so it never changes
-# which items are new or what ingest queued; see research_index.enricher.
+# Enrichment of newly polled items from the research index (issue 6) and their own pages (issue 55): (store,
+# client, new item ids) -> the ids of the items it found authors for (anything else: none). It runs after
+# ingest, so it never changes which items are new or what ingest queued; see item_pages.enricher.
 Enrich = Callable[[Store, httpx.Client, Sequence[str]], object]
 
 
@@ -93,7 +95,7 @@ def _cycle(
         log.warning("event=route_stale error=%r", error)
     if enrich is not None and not baseline:
         # After ingest, so it can change neither what is new nor what ingest queued; before delivery, so what
-        # is posted holds what the index knows, and the authors it found route their items.
+        # is posted holds what the index and the item's page say, and the authors it found route their items.
         _enrich(store, client, enrich, [item.id for item in new_items], router)
     report = deliver(store) if deliver is not None else DeliveryReport()
     if digest is not None:  # digests count as delivered messages

@@ -1,8 +1,10 @@
 """Posting one message of the delivery ledger exactly once: claim its row, post, reconcile, settle or fail.
 
 A `Job` is one message under its ledger row: an item's (a `deliveries` row; in a burst's thread when the
-burst's message was posted), or a burst's top-level message (a `batches` row, `blocks.batch_message`,
-metadata `mlresearch_batch`). `Posting.deliver` claims the row (state `posting`), posts, and marks it sent
+burst's message was posted), a follow-up's (a `deliveries` row whose target is `followup:code` or
+`followup:venue`: a reply in the thread of the item's post, `blocks.followup_message`, metadata
+`mlresearch_followup`), or a burst's top-level message (a `batches` row, `blocks.batch_message`, metadata
+`mlresearch_batch`). `Posting.deliver` claims the row (state `posting`), posts, and marks it sent
 with the message's ts. A row found in state `posting` was claimed by a process that died, or its post's fate
 is unknown: it is reconciled first, by reading the channel's recent history for our message metadata (an
 item's by its item id, a burst's by its batch id; a reply in its burst's thread, conversations.replies);
@@ -126,7 +128,11 @@ class Job:
                 message.pop("blocks")
             return message
         assert self.row is not None and self.item is not None
-        if text_only:
+        if self.row.followup is not None:  # a reply in the item's thread (`Store.record_page` queued it)
+            message = blocks.followup_message(self.item, self.row.followup) or {}
+            if text_only:
+                message.pop("blocks", None)
+        elif text_only:
             message = blocks.item_text(self.item)
         else:  # with the item's paper card (a Work Object) beside the event metadata
             build = blocks.follow_message if self.row.to_person else blocks.item_message
@@ -222,7 +228,7 @@ class Posting:
     def _message(self, job: Job, text_only: bool) -> dict[str, Any]:
         if job.batch is not None or job.row is None or job.item is None:
             return job.message(text_only)
-        key = (job.item.id, tuple(job.row.matched), job.row.to_person, text_only)
+        key = (job.item.id, tuple(job.row.matched), job.row.target, text_only)
         found = self.built.get(key)
         if found is None:
             found = job.message(text_only)
@@ -323,6 +329,9 @@ def _find_post(ch: Channel, job: Job, claimed_at: datetime) -> str | None:
     metadata; a reply in its burst's thread (conversations.replies). A failed read defers the channel."""
     if job.batch is not None:
         event_type, key, wanted = blocks.BATCH_EVENT_TYPE, "batch_id", job.batch.id
+    elif job.row is not None and job.row.followup is not None:
+        event_type, key = blocks.FOLLOWUP_EVENT_TYPE, "followup_id"
+        wanted = blocks.followup_id(job.row.item_id, job.row.followup)
     else:
         assert job.row is not None
         event_type, key, wanted = blocks.EVENT_TYPE, "item_id", job.row.item_id

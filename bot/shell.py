@@ -35,7 +35,7 @@ import httpx
 
 from bot import demo, digest, research_index
 from bot.ask import Understood, understand
-from bot.blocks import follow_message, item_message
+from bot.blocks import follow_message, followup_message, item_message
 from bot.commands import HANDLERS, Invocation, Services, handle, split
 from bot.config import Settings, redact_url
 from bot.conversation import Question, understood_reply
@@ -119,8 +119,8 @@ class ConsoleLog(logging.Handler):
 
 
 class ShellDeliverer:
-    """Delivers the shell channel's pending items, and the direct messages of the shell user's follows, by
-    printing them, through the ledger."""
+    """Delivers the shell channel's pending items (and their follow-ups: a code release or a venue found
+    later), and the direct messages of the shell user's follows, by printing them, through the ledger."""
 
     def __init__(self, console: Console) -> None:
         self.console = console
@@ -137,8 +137,16 @@ class ShellDeliverer:
                 store.mark_failed(delivery.id, "item not in the archive")
                 failed += 1
                 continue
-            message = (follow_message if delivery.to_person else item_message)(item, delivery.matched)
-            where = "A direct message to you" if delivery.to_person else f"New in #{SHELL_CHANNEL_NAME}"
+            if delivery.followup is not None:  # a later finding: in the thread of the item's post
+                found = followup_message(item, delivery.followup)
+                if found is None:
+                    store.mark_failed(delivery.id, "nothing_to_follow_up")
+                    failed += 1
+                    continue
+                message, where = found, f"In the thread of “{item.title}” in #{SHELL_CHANNEL_NAME}"
+            else:
+                message = (follow_message if delivery.to_person else item_message)(item, delivery.matched)
+                where = "A direct message to you" if delivery.to_person else f"New in #{SHELL_CHANNEL_NAME}"
             self.console.write(f"{RULE}\n{where}:\n{render(message['blocks'])}\n{RULE}")
             store.mark_sent(delivery.id, f"shell-{utcnow().timestamp():.6f}")
             delivered += 1

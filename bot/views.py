@@ -29,6 +29,7 @@ from bot.blocks import (
     safe_url,
     snippet,
     title_link,
+    titled,
 )
 from bot.models import AUTHOR_PREFIX, Item, SearchHit
 from bot.search.highlight import WordMatcher, highlighted_snippet, words
@@ -49,7 +50,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (  # (usage, what it does, an examp
     (
         "search <terms>",
         'search the archive ("a phrase", -word to leave it out, or a post\'s link); filter with '
-        "since:YYYY-MM-DD, until:YYYY-MM-DD, type:paper|update, author:Name",
+        "since:YYYY-MM-DD, until:YYYY-MM-DD, type:paper|update, author:Name, venue:icml, has:code",
         "search image captioning since:2026-01-01",
     ),
     ("summarize <topic>", "what Apple's research says about a topic, with sources", "summarize diffusion"),
@@ -124,8 +125,9 @@ def user_ref(user_id: str) -> str:
 
 
 def item_blocks(item: Item, text: str) -> Blocks:
-    """An item in a list: its title link, then kind · day, then `text` (already escaped mrkdwn)."""
-    body = f"*{title_link(item)}*" + (f"\n{text}" if text else "")
+    """An item in a list: its title link, the line of its paper, code and venue when known, then `text`
+    (already escaped mrkdwn); then kind · day · authors."""
+    body = titled(item) + (f"\n{text}" if text else "")
     meta = f"{KIND_LABEL.get(item.kind, 'Paper')} · {day(item)}"
     if item.authors:
         meta += f" · {escape(cut(format_authors(item.authors), 200))}"

@@ -118,7 +118,7 @@ def no_results(surface: Surface, text: str | None, missing: Sequence[str] = (), 
     absent += "".join(f" No item says {surface.quote(typed, 60)}: did you mean {surface.quote(right, 60)}?"
                       for typed, right in meant[:2])
     related = topics_to_try(surface, topics) or ", ".join(map(surface.code, FALLBACK_TOPICS))
-    drop = " drop the since:, until:, type: or author: filter," if filtered else ""
+    drop = " drop the since:, until:, type:, author:, venue: or has: filter," if filtered else ""
     return (f"No results{echoed}.{absent} Try fewer or broader words, or a related topic (e.g. {related}), "
             f"check the spelling,{drop} or see {surface.run('latest')}.")
 

@@ -8,7 +8,8 @@ query's best hits (`ranked_hits`).
 
 Indexed: title (weighted TITLE_BOOST), summary and authors (AUTHORS_BOOST), all analyzed by
 bot.search.analysis (English stemming; the words it keeps apart written as their terms first), with positions
-(phrases); the kind and the publication date as fields (filters). Equal scores are ordered newest first,
+(phrases); the kind, the publication date, the venue's words and what the item has (code, paper, venue) as
+fields (filters). Equal scores are ordered newest first,
 then as `latest` lists a day's items (the last to arrive first: the feed's own order), so both stores, a
 search of a date span and `latest` give the same order.
 
@@ -136,6 +137,9 @@ def _schema() -> tantivy.Schema:
         builder.add_text_field(name, tokenizer_name=ANALYZER_NAME, index_option="position")
     builder.add_text_field("kind", tokenizer_name="raw")
     builder.add_text_field("author", tokenizer_name="raw")  # each author's name as written: author: filters
+    # venue: its words, lower-cased (venue:icml, venue:"neurips 2025"); has: code, paper, venue (has:code)
+    builder.add_text_field("venue", tokenizer_name="default", index_option="position")
+    builder.add_text_field("has", tokenizer_name="raw")
     builder.add_date_field("published", indexed=True, fast=True)
     builder.add_unsigned_field("n", fast=True)  # the id's place in Snapshot.order
     return builder.build()
@@ -220,6 +224,10 @@ def _document(row: dict[str, Any], n: int) -> tantivy.Document:
     for name in dict.fromkeys(written(str(n)) for n in names if n):
         doc.add_text("author", name)
     doc.add_text("kind", _kind(row))
+    doc.add_text("venue", row.get("venue") or "")
+    for column, held in (("code_url", "code"), ("paper_url", "paper"), ("venue", "venue")):
+        if row.get(column):
+            doc.add_text("has", held)
     published = from_iso(row["published"])
     if published is not None:
         doc.add_date("published", published)

@@ -189,7 +189,8 @@ def _allowed(snapshot: Snapshot, vectors: Vectors, query: Query) -> np.ndarray |
     """The items the query's filters allow and its words typed after a minus do not rule out, as a boolean
     array in `vectors.ids` order (None: all)."""
     filters = query.filters
-    if not (filters.since or filters.until or filters.kind or filters.authors or query.without):
+    if not (filters.since or filters.until or filters.kind or filters.authors or filters.venues or filters.has
+            or query.without):
         return None
     mask = np.ones(len(vectors.ids), dtype=bool)
     if filters.since:
@@ -199,9 +200,9 @@ def _allowed(snapshot: Snapshot, vectors: Vectors, query: Query) -> np.ndarray |
         mask &= vectors.published < after.timestamp()
     if filters.kind:
         mask &= vectors.kinds == filters.kind
-    if filters.authors:
-        authors_only = Query((), False, replace(filters, since=None, until=None, kind=None))
-        clauses = filter_clauses(authors_only, snapshot)
+    if filters.authors or filters.venues or filters.has:
+        chosen = Query((), False, replace(filters, since=None, until=None, kind=None))
+        clauses = filter_clauses(chosen, snapshot)
         mask &= _held(snapshot, vectors, combined(clauses))
     left_out = without_query(query)
     if left_out is not None:  # an item holding a word typed after a minus is no match by meaning either

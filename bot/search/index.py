@@ -417,7 +417,8 @@ class SearchIndex:
         clauses = [] if text is None else [(tantivy.Occur.Must, text)]
         clauses += filter_clauses(query, snapshot)
         expanded = glossary.shown(expansions)
-        selects = query.filters.since or query.filters.until or query.filters.kind  # ... alone, newest first
+        selects = (query.filters.since or query.filters.until or query.filters.kind or query.filters.venues
+                   or query.filters.has)  # ... alone, newest first
         told = _notes(CUT_NOTE if query.cut else None, UNCLOSED_NOTE if query.unclosed else None,
                       left_out(query.left_out) if query.left_out else None)
         if not clauses or (text is None and not query.filters.authors and not selects):

@@ -49,6 +49,7 @@ _WORDS = re.compile(r"[^\W_]+")
 EXPANSION_BOOST = 0.5  # a glossary form the query did not use weighs this much of the words it did
 PAIR_BOOST = 1.0  # the weight of two words typed next to each other where an item holds them together
 PAIR_SLOP = 1  # ... with at most this many words between them
+VENUE_ALIASES = {"nips": "neurips"}  # venue:nips finds NeurIPS, as the conference was called until 2018
 
 
 def combined(clauses: list[tuple[tantivy.Occur, tantivy.Query]]) -> tantivy.Query:
@@ -410,6 +411,15 @@ def filter_clauses(query: Query, snapshot: Snapshot) -> list[tuple[tantivy.Occur
         if not names:
             return [(tantivy.Occur.Must, tantivy.Query.boolean_query([]))]
         clauses.append((tantivy.Occur.Must, tantivy.Query.term_set_query(SCHEMA, "author", names)))
+    for venue in filters.venues:
+        words = [VENUE_ALIASES.get(w, w) for w in _WORDS.findall(venue.lower())]
+        if not words:
+            return [(tantivy.Occur.Must, tantivy.Query.boolean_query([]))]
+        said = tantivy.Query.phrase_query(SCHEMA, "venue", words) if len(words) > 1 \
+            else tantivy.Query.term_query(SCHEMA, "venue", words[0])
+        clauses.append((tantivy.Occur.Must, said))
+    for held in filters.has:
+        clauses.append((tantivy.Occur.Must, tantivy.Query.term_query(SCHEMA, "has", held)))
     left_out = without_query(query)
     if left_out is not None:
         clauses.append((tantivy.Occur.MustNot, left_out))

@@ -10,6 +10,8 @@
                                                    too; author: alone lists that author's items newest first)
     parse_query('siri -privacy -"speech synthesis"') -> Query(terms=["siri"],
                                                          without=[("privacy",), ("speech", "synthesis")])
+    parse_query("diffusion venue:icml has:code") -> items whose venue says ICML and whose page links their
+                                                   code (has:paper, has:venue alike; alone: the newest)
 
 Terms are words only (operators, a hyphen, an underscore, emoji become separators; a star after the last word
 asks for every word it starts: `priv*`); words in "double quotes" (or Slack's smart quotes) are also a phrase;
@@ -59,6 +61,11 @@ LINK = re.compile(r"<(https?://[^\s|>]+)(?:\|[^>]*)?>|(?<!\S)(https?://\S+)", re
 _AFTER_LINK = ".,;:!?)]}'\"”’"  # punctuation typed after a link (is this https://…?) is no part of it
 _AUTHOR = authors.AUTHOR_PART
 MAX_AUTHORS = 5
+# venue:icml, venue:"neurips 2025" (where the paper appeared, its page says: bot.item_pages); has:code
+_VENUE = re.compile(r"(?<!\S)venue:(?:\"([^\"]*)\"?|“([^”]*)”?|(\S*))", re.IGNORECASE)
+_HAS = re.compile(r"(?<!\S)has:(\S*)", re.IGNORECASE)
+HAS_ALIASES = {"code": "code", "paper": "paper", "pdf": "paper", "venue": "venue"}
+MAX_VENUES = 3
 KIND_ALIASES = {
     "paper": "research",
     "papers": "research",
@@ -97,11 +104,16 @@ class Query:
 
 
 def split_filters(text: str) -> tuple[str, str]:
-    """`text`'s words and its filters (since:, until:, type:, author:) as typed, each on one line: what to
-    search instead when the filters left nothing ("federated learning since:2024-01-01" -> ("federated
-    learning", "since:2024-01-01"))."""
-    filters = [found.group(0) for pattern in (_FILTER, _AUTHOR) for found in pattern.finditer(text)]
-    return " ".join(_AUTHOR.sub(" ", _FILTER.sub(" ", text)).split()), " ".join(filters)
+    """`text`'s words and its filters (since:, until:, type:, author:, venue:, has:) as typed, each on one
+    line: what to search instead when the filters left nothing ("federated learning since:2024-01-01" ->
+    ("federated learning", "since:2024-01-01"))."""
+    patterns = (_FILTER, _AUTHOR, _VENUE, _HAS)
+    filters = [found.group(0) for pattern in patterns for found in pattern.finditer(text)]
+    return " ".join(_without_filters(text).split()), " ".join(filters)
+
+
+def _without_filters(text: str) -> str:
+    return _HAS.sub(" ", _VENUE.sub(" ", _AUTHOR.sub(" ", _FILTER.sub(" ", text))))
 
 
 def parse_query(text: str, *, every_word: bool = False) -> Query:
@@ -127,7 +139,8 @@ def parse_query(text: str, *, every_word: bool = False) -> Query:
             if kind is None:
                 raise SearchError(f"type: must be paper or update, got {value[:20]!r}.")
     authors = _authors(text)
-    rest, without = _without(_CLITIC.sub("", _FILTER.sub(" ", _AUTHOR.sub(" ", text))))
+    venues, has = _venues(text), _has(text)
+    rest, without = _without(_CLITIC.sub("", _without_filters(text)))
     words = [w.lower() for w in _WORD.findall(rest)]
     unique = list(dict.fromkeys(words))[:MAX_TERMS]
     phrases = []
@@ -142,14 +155,14 @@ def parse_query(text: str, *, every_word: bool = False) -> Query:
     since, until = dates.get("since"), dates.get("until")
     if not unique and links:  # an address without words (https://example.com): the item at it, or none
         return Query((), False, cut=cut, links=links)
-    if not unique and not authors and not (since or until or kind):
+    if not unique and not authors and not (since or until or kind or venues or has):
         if without:
             raise SearchError("Type some words to search for beside those to leave out, for example: search "
                               "siri -privacy")
         raise SearchError("Type some words to search for, for example: search image captioning")
     if not unique:
-        return Query((), False, SearchFilters(since=since, until=until, kind=kind, authors=authors), cut=cut,
-                     without=without)
+        return Query((), False, SearchFilters(since=since, until=until, kind=kind, authors=authors,
+                                              venues=venues, has=has), cut=cut, without=without)
     starred = bool(_STARRED.search(rest))
     if starred and len(words[-1]) < MIN_PREFIX_CHARS:  # pr* would be every word starting pr: too many to mean
         raise SearchError(f"Type at least {MIN_PREFIX_CHARS} letters before a star ({words[-1][:20]}* is too "
@@ -158,7 +171,7 @@ def parse_query(text: str, *, every_word: bool = False) -> Query:
     # unless it is an abbreviation, meant whole; a star after it asks for one, even after an abbreviation.
     prefix_last = len(words[-1]) >= MIN_PREFIX_CHARS and (
         starred or bool(_WORD.search(rest[-1])) and not glossary.is_abbreviation(_WORD.findall(rest)[-1]))
-    filters = SearchFilters(since=since, until=until, kind=kind, authors=authors)
+    filters = SearchFilters(since=since, until=until, kind=kind, authors=authors, venues=venues, has=has)
     typed = " ".join(_WORD.findall(rest))[:MAX_QUERY_CHARS]
     in_phrases = {w for phrase in phrases for w in phrase}
     loose = [w for w in unique if w not in in_phrases]
@@ -224,6 +237,33 @@ def _authors(text: str) -> tuple[str, ...]:
         name = authors.typed("".join(groups))
         names.setdefault(name.words, name.name)
     return tuple(names.values())
+
+
+def _venues(text: str) -> tuple[str, ...]:
+    """The venue: filters' words, lower-cased ("venue:ICML" -> "icml", venue:"NeurIPS 2025" -> "neurips
+    2025"); a filter without a word is an error."""
+    venues: list[str] = []
+    for groups in _VENUE.findall(text):
+        said = " ".join(w.lower() for w in _WORD.findall("".join(groups)))[:100]
+        if not said:
+            raise SearchError('venue: needs a name, for example venue:icml or venue:"neurips 2025".')
+        if said not in venues:
+            venues.append(said)
+    if len(venues) > MAX_VENUES:
+        raise SearchError(f"Search for at most {MAX_VENUES} venues at once.")
+    return tuple(venues)
+
+
+def _has(text: str) -> tuple[str, ...]:
+    """What has: filters ask an item to hold (code, paper, venue); anything else is an error."""
+    wanted: list[str] = []
+    for value in _HAS.findall(text):
+        found = HAS_ALIASES.get(value.lower().strip(".,;"))
+        if found is None:
+            raise SearchError(f"has: must be code, paper or venue, got {value[:20]!r}.")
+        if found not in wanted:
+            wanted.append(found)
+    return tuple(wanted)
 
 
 _Found = TypeVar("_Found", covariant=True)

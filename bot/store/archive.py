@@ -24,7 +24,7 @@ from bot.store.subscriptions import audience
 ITEM_PAGE = 1000  # rows read at a time by each_item
 ITEM_COLUMNS = (
     "items.pk, items.id, items.guid, items.title, items.link, items.summary, items.published, "
-    "items.kind, items.authors"
+    "items.kind, items.authors, items.venue, items.paper_url, items.code_url"
 )
 
 

@@ -41,6 +41,7 @@ MIGRATIONS = (
     "m014_item_vectors",
     "m017_agent",
     "m019_workers",
+    "m020_item_pages",
 )
 # A merge_index that adds or enriches this many items is followed by _after_bulk_merge.
 BULK_MERGE = 200

@@ -46,6 +46,9 @@ def row_item(r: dict[str, Any]) -> Item:
         published=published,
         kind="update" if r["kind"] == "update" else kind_of(r["link"]),
         authors=tuple(json.loads(r["authors"] or "[]")),
+        venue=r.get("venue") or None,
+        paper_url=r.get("paper_url") or None,
+        code_url=r.get("code_url") or None,
     )
 
 
@@ -101,6 +104,7 @@ def row_delivery(r: dict[str, Any]) -> Delivery:
         target=r.get("target") or "channel",
         poll=r.get("poll"),
         batch_id=r.get("batch_id"),
+        thread_ts=r.get("thread_ts"),
     )
 
 

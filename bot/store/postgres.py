@@ -41,6 +41,7 @@ from bot.store.follows import FOLLOWS_DDL
 from bot.store.ledger import BATCHES_DDL
 from bot.store.merge import backfill_authors_text
 from bot.store.models import iso, utcnow
+from bot.store.pages import PAGES_DDL
 from bot.store.store import Store
 from bot.store.vectors import VECTORS_TABLE
 from bot.store.workers import IDENTITY_KEY, WORKERS_DDL
@@ -226,6 +227,12 @@ def m019_workers(db: Conn) -> None:
         db.execute(sql.format(float="DOUBLE PRECISION"))
 
 
+def m020_item_pages(db: Conn) -> None:
+    """Code, paper and venue beside every item (issue 55): bot.store.pages.PAGES_DDL, as SQLite's."""
+    for sql in PAGES_DDL:
+        db.execute(sql)
+
+
 PG_MIGRATIONS = (
     m001_items,
     m002_delivery,
@@ -243,6 +250,7 @@ PG_MIGRATIONS = (
     m014_item_vectors,
     m017_agent,
     m019_workers,
+    m020_item_pages,
 )
 
 

@@ -28,6 +28,7 @@ from bot.store.feed_state import copy_global_baseline
 from bot.store.follows import FOLLOWS_DDL
 from bot.store.ledger import BATCHES_DDL
 from bot.store.merge import backfill_authors_text
+from bot.store.pages import PAGES_DDL
 from bot.store.store import Store
 from bot.store.vectors import VECTORS_TABLE
 from bot.store.workers import WORKERS_DDL
@@ -258,6 +259,14 @@ def m019_workers(db: Database) -> None:
         db.execute(sql.format(float="REAL"))
 
 
+def m020_item_pages(db: Database) -> None:
+    """Code, paper and venue beside every item (issue 55): items.venue, paper_url, code_url; item_pages (each
+    item page's reads); follow-ups in the delivery ledger (deliveries.thread_ts, unique per target):
+    bot.store.pages.PAGES_DDL."""
+    for sql in PAGES_DDL:
+        db.execute(sql)
+
+
 # --- the store -----------------------------------------------------------------------------------------
 
 
@@ -270,7 +279,7 @@ def migration_set() -> Migrations:
     steps = (m001_items, m002_delivery, m003_authors_fts, m004_fts_prefix_index, m005_installations,
              m006_search_generation, m007_one_search_engine, m008_feed_baseline, m009_item_changes,
              m010_bursts, m011_digests, m012_follows_saved, m013_answered_events, m014_item_vectors,
-             m017_agent, m019_workers)
+             m017_agent, m019_workers, m020_item_pages)
     for step in steps:
         migrations()(step)
     return migrations

@@ -20,6 +20,8 @@
     vectors.VectorsMixin             items' vectors for search by meaning, per embedding model
     agent.AgentMixin                 the Messages tab: greetings, what people look at, feedback on answers
     workers.WorkersMixin             worker heartbeats, channel claims with leases, shared 429 holds
+    pages.PagesMixin                 items' own pages: which to read next, what each said (paper, code,
+                                     venue), the follow-up replies a later finding queues in the ledger
 
 A new feature touches the part it concerns; every part speaks SQL both backends share (`?` placeholders,
 `ON CONFLICT`, `IS DISTINCT FROM`). A backend (`SQLiteStore`, `PostgresStore`) subclasses `Store`.
@@ -36,6 +38,7 @@ from bot.store.feed_state import FeedStateMixin
 from bot.store.follows import FollowsMixin
 from bot.store.installations import InstallationsMixin
 from bot.store.ledger import LedgerMixin
+from bot.store.pages import PagesMixin
 from bot.store.subscriptions import SubscriptionsMixin
 from bot.store.vectors import VectorsMixin
 from bot.store.workers import WorkersMixin
@@ -43,5 +46,5 @@ from bot.store.workers import WorkersMixin
 
 class Store(ArchiveMixin, FeedStateMixin, SubscriptionsMixin, LedgerMixin, InstallationsMixin, DigestsMixin,
             FollowsMixin, ConversationsMixin, VectorsMixin, AgentMixin,
-            WorkersMixin, DemoMixin):
+            WorkersMixin, DemoMixin, PagesMixin):
     """The store's interface (see the module docstring); build one with `bot.store.open_store(url)`."""

@@ -3,6 +3,9 @@
     index_page(posts) -> bytes           # a Next.js-style HTML page, posts at props.pageProps.posts
     post(slug, title, body, published, authors=...) -> dict
     synthetic_posts(n) -> list[dict]     # n distinct made-up posts, newest first
+    item_page(title, body, publication=...) -> bytes   # an item's own page, in the shape of
+                                         # tests/data/item_pages/normalizing-flows.html (its notes say where
+                                         # that shape comes from)
 
 The shape follows a third-party scraper's description of the real page (slug, title, body as HTML or markdown,
 published, authors[], authorsOrdered, documentId); it is not a saved copy of the page.
@@ -18,6 +21,7 @@ from typing import Any
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 INDEX_FIXTURE = DATA / "apple_ml_research.html"
+PAGES = DATA / "item_pages"
 
 
 def index_page(posts: list[dict[str, Any]], *, extra: dict[str, Any] | None = None, pad: int = 0) -> bytes:
@@ -116,3 +120,25 @@ def synthetic_posts(
             )
         )
     return posts
+
+
+def item_page(title: str, body: str, *, publication: str | None = None, related: str = "",
+              authors: str = "Ada Example, Bo Fixture") -> bytes:
+    """An item's own page as the site serves it (the shape of tests/data/item_pages/normalizing-flows.html):
+    the site's navigation, a header (research area, the title, the authors, a "View publication" link when
+    `publication` is given), `body` (HTML paragraphs), "Related readings and updates" with `related` (other
+    posts' teasers), a footer, and the page's __NEXT_DATA__ script."""
+    link = f'<a class="button" href="{html.escape(publication)}">View publication</a>' if publication else ""
+    data = json.dumps({"props": {"pageProps": {"post": {"title": title}}}, "page": "/research/[slug]"})
+    return (
+        '<!DOCTYPE html><html lang="en-US"><head><meta charSet="utf-8"/>'
+        f"<title>{html.escape(title)} - Apple Machine Learning Research</title></head>"
+        '<body><div id="__next"><nav><a href="/">Machine Learning Research</a> '
+        '<a href="/research">Research</a>'
+        '</nav><main><article><div class="post-header"><p>Research area Methods and Algorithms</p>'
+        f"<h1>{html.escape(title)}</h1><p>Authors: {html.escape(authors)}</p>{link}</div>"
+        f'<div class="post-body">{body}</div></article>'
+        f"<section><h2>Related readings and updates.</h2>{related}</section></main>"
+        '<footer><a href="https://www.apple.com/legal/">Legal</a></footer></div>'
+        f'<script id="__NEXT_DATA__" type="application/json">{data}</script></body></html>'
+    ).encode()
