@@ -123,7 +123,8 @@ def send_reading_list(client: Any, store: Store, team_id: str, user_id: str,
         log.info("event=bib_export %s outcome=empty", where)
         return "empty"
     day = (today or date.today()).isoformat()
-    text = bibtex.bibliography(s.item for s in saved)
+    listed = [s.item for s in saved]
+    text = bibtex.bibliography(listed, {i.id: i.venue for i in listed if i.venue})  # where each appeared
     count = len(saved)
     comment = (f"Your reading list as BibTeX: {count} {'entry' if count == 1 else 'entries'}, keys unique "
                "within the file (UTF-8; biber and LaTeX read it as is).")

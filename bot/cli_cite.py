@@ -56,7 +56,7 @@ def cite(settings: Any, opened: Callable[[], Any], args: argparse.Namespace, out
         return EXIT_OK
     if words is not None:
         err(f"cited the first match for {_echo(words)}: {item.title}")
-    out(bibtex.entry(item))
+    out(bibtex.entry(item, item.venue))
     return EXIT_OK
 
 
@@ -93,7 +93,7 @@ def export(settings: Any, opened: Callable[[], Any], args: argparse.Namespace, o
             whose = f"{user} saved" if user else "the archive holds"
             err(f"nothing {whose} was published on or after {since.isoformat()}: there is nothing to export")
             return EXIT_OK
-    out(bibtex.bibliography(items).rstrip("\n"))
+    out(bibtex.bibliography(items, {i.id: i.venue for i in items if i.venue}).rstrip("\n"))
     return EXIT_OK
 
 

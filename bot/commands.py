@@ -253,7 +253,7 @@ def cmd_cite(rest: str, inv: Invocation, services: Services) -> Reply:
     item, words = services.store.get_item(rest), None  # a Cite button's value: the item's id, as it is
     if item is None:
         item, words = cite.find(rest, services.index, services.store)  # NothingFound, SearchError: one line
-    return Reply(*cite.cite_reply(item, words))
+    return Reply(*cite.cite_reply(item, words, item.venue))
 
 
 def cmd_latest(rest: str, inv: Invocation, services: Services) -> Reply:

@@ -162,3 +162,24 @@ def test_a_filter_that_leaves_nothing_says_what_the_words_find(facts: Store) -> 
     services = Services(facts, Settings(), index=SearchIndex(facts))
     reply = handle(Invocation("search image captioning venue:cvpr", "T1", "C1", "U1"), services)
     assert "Without venue:cvpr there" in reply.text
+
+
+def test_cite_and_export_name_the_venue_the_page_gave(facts: Store, database_url: str,
+                                                     monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """/mlresearch cite and `export --bibtex`: `@inproceedings` with the venue as booktitle for an item whose
+    page named one (bot.bibtex, given `item.venue`), `@misc` for one without."""
+    from bot import cli
+
+    services = Services(facts, Settings(), index=SearchIndex(facts))
+    reply = handle(Invocation(f"cite {A.link}", "T1", "C1", "U1"), services)
+    shown = " ".join(str(b) for b in reply.blocks)
+    assert "@inproceedings" in shown and "booktitle = {ICML 2025}" in shown
+    plain = handle(Invocation(f"cite {ITEMS[5].link}", "T1", "C1", "U1"), services)
+    assert "@misc" in " ".join(str(b) for b in plain.blocks)
+    monkeypatch.setenv("DATABASE_URL", database_url)
+    assert cli.main(["export", "--bibtex", "--since", "2026-05-11"]) == 0
+    exported = capsys.readouterr().out
+    assert "booktitle = {NeurIPS 2024}" in exported and "booktitle = {ICML 2025}" in exported
+    assert cli.main(["cite", A.link]) == 0
+    assert "booktitle = {ICML 2025}" in capsys.readouterr().out
