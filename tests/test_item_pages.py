@@ -15,8 +15,9 @@ import pytest
 from bot import feed, item_pages, poller
 from bot.errors import ItemPageError
 from bot.feed import make_client
-from bot.item_pages import PageFacts, parse, venue_of
+from bot.item_pages import PageFacts, parse
 from bot.models import Item
+from bot.paper_facts import MAX_VENUE_CHARS, venue_of
 from bot.store import Store
 from tests.fakes.feed_server import FeedServer, Reply
 from tests.fakes.research_index import PAGES, item_page
@@ -164,7 +165,7 @@ def test_a_page_rendered_in_the_browser_is_read_from_its_data() -> None:
 def test_venues_are_named_short_or_not_at_all(raw: str, venue: str | None) -> None:
     found = venue_of(raw)
     assert found == venue
-    assert found is None or len(found) <= item_pages.MAX_VENUE_CHARS
+    assert found is None or len(found) <= MAX_VENUE_CHARS
 
 
 def test_a_5000_character_venue_on_a_page_is_refused() -> None:
@@ -352,3 +353,11 @@ def test_cli_backfill_pages_reads_each_page_once_at_its_pace_then_search_shows_a
     assert "Normalizing Flows are Capable Generative Models" in out and "Efficient Reasoning" not in out
     assert ("paper: https://arxiv.org/abs/2412.06329 · code: https://github.com/apple/ml-tarflow · ICML 2025"
             in out)
+
+
+def test_an_articles_own_header_is_read_but_the_sites_navigation_is_not() -> None:
+    html = ('<!DOCTYPE html><html><body><header class="site"><nav><a href="https://arxiv.org/abs/2101.00001">'
+            'Featured paper</a></nav></header><main><article><header><h1>Title</h1>'
+            '<a href="https://arxiv.org/abs/2412.06329">View publication</a></header>'
+            "<p>This paper was accepted at ICLR 2026.</p></article></main></body></html>")
+    assert parse(html, FLOWS) == PageFacts(paper_url="https://arxiv.org/abs/2412.06329", venue="ICLR 2026")
