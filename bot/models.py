@@ -19,7 +19,6 @@ TOPIC_PREFIX = "about:"  # a keyword that is a topic matched by meaning: "about:
 AUTHOR_PREFIX = "author:"  # a keyword that is an author's name (bot.search.authors): "author:Awni Hannun"
 MAX_WORKSPACE_TOPICS = 100  # distinct about: topics of one workspace's subscriptions and follows together
 FOLLOWUP_PREFIX = "followup:"  # a delivery's target when it is a follow-up reply (`Delivery.followup`)
-FOLLOWUPS = ("code", "venue")  # what a follow-up tells: a code release, where the paper was published
 
 
 # --- the feed -------------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ tests/fakes/slack_api.py), on both stores."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -200,3 +201,26 @@ def _posted(store: Store, slack: FakeSlack, channel: str, delivered: int = 1) ->
     assert deliverer(slack)(store).delivered == delivered
     [post] = top_level(slack, channel)
     return post
+
+
+def test_the_shell_prints_a_follow_up_under_the_items_title(store: Store) -> None:
+    """The local shell's channel: the post, then, once the page shows the code, the follow-up printed as a
+    reply to that item, once."""
+    import io
+
+    from bot.shell import SHELL_CHANNEL_ID, SHELL_TEAM_ID, Console, ShellDeliverer
+
+    newest = Item(id=NEWEST, guid="newest", title="AFM 3", link=NEWEST, summary="x", published=T0,
+                  kind="research")
+    other = replace(newest, id=NEWEST + "-old", guid="old", link=NEWEST + "-old")
+    ingest(store, "https://ml.example/rss.xml", [other], Validators())  # the baseline poll
+    store.subscribe(SHELL_TEAM_ID, SHELL_CHANNEL_ID, "USHELL")
+    ingest(store, "https://ml.example/rss.xml", [other, newest], Validators())
+    out = io.StringIO()
+    shell = ShellDeliverer(Console(out))
+    assert shell(store).delivered == 1
+    store.record_page(NEWEST, venue=None, paper_url=None, code_url=None, at=T0)
+    store.record_page(NEWEST, venue=None, paper_url=None, code_url=CODE, at=T0)
+    assert shell(store).delivered == 1 and shell(store).delivered == 0
+    text = out.getvalue()
+    assert "In the thread of “AFM 3”" in text and f"Code released: github.com/apple/ml-afm3 ({CODE})" in text
