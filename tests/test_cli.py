@@ -260,8 +260,8 @@ def test_a_filtered_search_that_finds_nothing_says_to_drop_the_filter(cwd):
     run(cwd, "poll", FEED_URL=str(RSS_PATH))
     proc = run(cwd, "search", "since:2030-01-01", "zzqqxx")
     assert proc.returncode == 0 and proc.stdout.count("\n") == 1, proc.stdout
-    assert proc.stdout.rstrip().endswith("check the spelling, drop the since:, until:, type:, author:, venue: "
-                                         "or has: filter, or see `mlresearch-bot latest`.")
+    assert proc.stdout.rstrip().endswith("check the spelling, drop the since:, until:, type:, author:, "
+                                         "venue: or has: filter, or see `mlresearch-bot latest`.")
     proc = run(cwd, "search", "until:1999-01-01")
     assert proc.stdout == ("No results for “until:1999-01-01”: no item matches the filter; widen or drop "
                            "it. The newest item is from 2026-06-08: `mlresearch-bot latest` lists the "
