@@ -191,7 +191,8 @@ def _unpinned(following: httpx.Request, sent: httpx.Request, asked: httpx.Reques
     address): a relative Location keeps the name, and no TLS server name is carried to another host."""
     if sent is not asked and following.url.host == sent.url.host and following.url.port == sent.url.port:
         following.url = following.url.copy_with(host=asked.url.host)
-    following.extensions.pop("sni_hostname", None)
+    # a new dict, not a pop: before httpx 0.28 a redirect shares its extensions with the request that was sent
+    following.extensions = {k: v for k, v in following.extensions.items() if k != "sni_hostname"}
     return following
 
 
