@@ -218,12 +218,15 @@ def test_status_and_the_poll_log_never_show_the_password_or_the_query(
     feed_server.route("/rss.xml?token=t0ken", Reply(status=503, body=b"down", content_type="text/plain"))
     store: Store = SQLiteStore(tmp_path / "bot.db")
     store.migrate()
+    url = secret_url(feed_server, "/rss.xml")
     with caplog.at_level(logging.INFO):
-        result = poll_once(store, client, secret_url(feed_server, "/rss.xml"))
+        result = poll_once(store, client, url)
     assert result.error is not None
     assert_redacted(result.error)
     assert_redacted(" ".join(r.getMessage() for r in caplog.records if "feed_error" in r.getMessage()))
-    reply = handle(Invocation("status", "T1", "C1", "U1"), Services(store=store, settings=Settings()))
+    # status reports on the feed FEED_URL names (since issue 54): the one that was polled
+    reply = handle(Invocation("status", "T1", "C1", "U1"),
+                   Services(store=store, settings=Settings(feed_url=url)))
     shown = reply.text + json.dumps(reply.blocks)
     assert "Errors:" in shown and "503" in shown
     assert_redacted(shown)
