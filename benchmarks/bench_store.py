@@ -10,6 +10,16 @@ bot.search.query.search: the change-marker query included) p50/p99 over bench_in
 Targets: search p99 < 10 ms at 20,000 and < 50 ms at 100,000; index build < 2 s at 20,000. Without a
 PostgreSQL URL only SQLite is measured, and the output says so. No asserts: it reports.
 
+What the team is reading (issue 55), in a third table (`--trending` prints it alone): bot.trending.trending
+(a workspace's most saved, 👍'd and Related-opened items of 30 days, and the glossary topics of the month's
+items) at 20,000 items and 100,000 saves: 10 workspaces, the largest holding 40,000 saves (200 per person)
+spread over two years (about 1,650 in the window: 55 a day), as many Related opens (55 items a day, each its
+own counter) and 300 👍 in the window (10 a day, each answer listing 5 items), on a request thread's view of
+the store (as serve reads);
+p50/p99 over its calls with the month's topics known (220 items that month), "cold" the first call (every
+abstract of the month analyzed), "cpu" this process's CPU time a call, "worst" p99 for another workspace
+holding 100,000 saves of its own, every one in the window. Target: p99 < 10 ms on both stores.
+
 Search by meaning (issue 14), in a second table: "embed" is computing and storing every item's vector with
 the bundled model (what a backfill or `reindex` pays; also given per 5,000 items, target < 30 s); "load" is
 a second process reading the stored vectors (its keyword index already built); hybrid search p50/p99 over
@@ -27,7 +37,9 @@ subscribe resolve it, `search author:"…"`, and a new item routed to 1,000 auth
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import random
 import sys
 import tempfile
 import time
@@ -35,6 +47,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +62,8 @@ from bot.search.embed import StaticModel  # noqa: E402
 from bot.search.engine import build  # noqa: E402
 from bot.search.index import SearchIndex  # noqa: E402
 from bot.search.related import related  # noqa: E402
-from bot.store import SQLiteStore, Store, open_store  # noqa: E402
+from bot.store import SQLiteStore, Store, iso, open_store  # noqa: E402
+from bot.trending import trending  # noqa: E402
 
 BATCH = 5_000
 RELATED_ITEMS = 50
@@ -164,12 +178,82 @@ def measure(make: Callable[[int], Any], size: int, runs: int) -> dict[str, float
     }
 
 
+TRENDING_ITEMS, SAVES, TEAMS, PER_PERSON, VOTES, OPENS_A_DAY = 20_000, 100_000, 10, 200, 300, 55
+
+
+def fill_trending(store: Store, now: datetime) -> None:
+    """SAVES saves over two years in TEAMS workspaces (T00 holds 40%), T00's VOTES 👍 and Related counters
+    (OPENS_A_DAY a day), and TWORST's 100,000 saves, all in the window (written in bulk, not by the store's
+    calls, which take a transaction each)."""
+    rng = random.Random(55)
+    ids = [f"https://machinelearning.apple.com/research/synthetic-{i}" for i in range(TRENDING_ITEMS)]
+    rest = SAVES * 6 // 10 // (TEAMS - 1)
+    shares = {"T00": SAVES * 4 // 10, **{f"T{n:02d}": rest for n in range(1, TEAMS)}}
+    rows: list[tuple[str, str, str, str]] = []
+    for team, count, days in [*((t, c, 730) for t, c in shares.items()), ("TWORST", SAVES, 30)]:
+        for person in range(count // PER_PERSON):
+            for item in rng.sample(ids, PER_PERSON):
+                ago = timedelta(seconds=rng.random() * days * 86400)
+                rows.append((team, f"U{person:05d}", item, str(iso(now - ago))))
+    shown = [rng.sample(ids, 5) for _ in range(VOTES)]
+    votes = [("T00", "D0", f"{1700000000 + n}.000100", f"U{n % 500:05d}", "up", "{}",
+              json.dumps([{"id": i, "title": "t", "link": i} for i in items]), "\n".join(items),
+              iso(now - timedelta(seconds=rng.random() * 29 * 86400))) for n, items in enumerate(shown)]
+    opens = {("T00", (now - timedelta(days=d)).date().isoformat(), rng.choice(ids)) for d in range(30)
+             for _ in range(OPENS_A_DAY)}
+    with store.connect() as db:
+        db.execute("BEGIN")
+        db.executemany("INSERT INTO saved_items (team_id, user_id, item_id, saved_at) VALUES (?, ?, ?, ?)",
+                       rows)
+        db.executemany("INSERT INTO feedback (team_id, channel_id, message_ts, user_id, vote, understood, "
+                       "shown, item_ids, voted_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", votes)
+        db.executemany("INSERT INTO related_opens (team_id, day, item_id, opens) VALUES (?, ?, ?, 1)",
+                       sorted(opens))
+        db.execute("COMMIT")
+        # statistics, and PostgreSQL's visibility map (its index-only scans), as autovacuum leaves them
+        db.execute("VACUUM ANALYZE" if store.backend == "postgres" else "ANALYZE")
+
+
+def measure_trending(make: Callable[[int], Any], runs: int) -> dict[str, float]:
+    with make(TRENDING_ITEMS) as store:
+        ingest(store, TRENDING_ITEMS)
+        now = store.latest(1)[0].published + timedelta(days=1)
+        fill_trending(store, now)
+        store = store.thread_view()  # as serve's request threads read (one connection kept)
+        start = time.perf_counter()
+        report = trending(store, "T00", now)
+        cold = (time.perf_counter() - start) * 1000
+        assert report.saved and report.liked and report.opened and report.published
+        cpu = time.process_time()
+        every = timings(lambda: trending(store, "T00", now), runs, warmup=0)
+        cpu_ms = (time.process_time() - cpu) * 1000 / runs
+        worst = timings(lambda: trending(store, "TWORST", now), runs)
+    return {"cold": cold, "p50": pct(every, 50), "p99": pct(every, 99), "worst_p99": pct(worst, 99),
+            "month": report.published, "cpu": cpu_ms}
+
+
+def print_trending(backends: list[tuple[str, Callable[[int], Any]]], runs: int) -> None:
+    from benchmarks.bench_app import reference_loop_ms  # the machine's pace, as bench_app prints it
+
+    reference = reference_loop_ms()
+    print(f"what the team is reading ({TRENDING_ITEMS:,} items, {SAVES:,} saves; {runs} calls)")
+    print(f"  {'backend':<9} {'month':>6} {'cold':>9} {'p50':>9} {'p99':>9} {'cpu':>9} {'worst p99':>10}")
+    print("  target: p99 < 10 ms; cpu: this process's CPU time a call (the server's not counted)")
+    for name, make in backends:
+        r = measure_trending(make, runs)
+        print(f"  {name:<9} {r['month']:>6.0f} {r['cold']:>6.1f} ms {r['p50']:>6.2f} ms {r['p99']:>6.2f} ms "
+              f"{r['cpu']:>6.2f} ms {r['worst_p99']:>7.2f} ms", flush=True)
+    end = reference_loop_ms()
+    print(f"  machine: reference loop {reference:.0f} ms at the start, {end:.0f} ms at the end (best of 5)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--quick", action="store_true", help="fewer search runs; 20,000 items only")
     parser.add_argument("--sizes", help="comma-separated item counts (default 2000,20000,100000)")
+    parser.add_argument("--trending", action="store_true", help="only what the team is reading (issue 55)")
     args = parser.parse_args()
     sizes = (
         [int(s) for s in args.sizes.split(",")]
@@ -189,6 +273,9 @@ def main() -> None:
     )
     if not url:
         print("  PostgreSQL not measured: set BENCH_DATABASE_URL or TEST_DATABASE_URL")
+    if args.trending:
+        print_trending(backends, 200)
+        return
     header = (
         f"  {'backend':<9} {'items':>8} {'ingest':>9} {'items/s':>9} {'index':>7} {'search p50':>11} "
         f"{'search p99':>11} {'refresh':>9}  slowest query (p99)"
@@ -223,6 +310,7 @@ def main() -> None:
     print(authors_load.TARGETS)
     for row in author_rows:
         print(row)
+    print_trending(backends, 200)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ from typing import Any
 
 from slack_sdk.errors import SlackApiError
 
-from bot import author_follows, cite, digest, home, status, views, voice
+from bot import author_follows, cite, digest, home, status, trending, views, voice
 from bot.ask import understand
 from bot.blocks import FALLBACK_TEXT_LIMIT, counted, cut, escape
 from bot.config import Settings
@@ -241,6 +241,7 @@ def cmd_related(rest: str, inv: Invocation, services: Services) -> Reply:
     item = find_item(services.index, rest, services.store)  # SearchError: one line
     near = related(services.index, item, RELATED_RESULTS, services.store)
     topics = [] if near else topics_of(services.index, item, services.store)
+    trending.record_open(services.store, inv.team_id, item.id)  # the button's click and the command alike
     return Reply(*views.related_reply(item, near, topics))
 
 
@@ -254,6 +255,13 @@ def cmd_cite(rest: str, inv: Invocation, services: Services) -> Reply:
     if item is None:
         item, words = cite.find(rest, services.index, services.store)  # NothingFound, SearchError: one line
     return Reply(*cite.cite_reply(item, words, item.venue))
+
+
+def cmd_trending(rest: str, inv: Invocation, services: Services) -> Reply:
+    if rest:
+        return line(f"`{C} trending` takes no words; it says what this workspace reads most.")
+    report = trending.trending(services.store, inv.team_id, services.clock())
+    return Reply(*views.trending_reply(trending.lines(report)))
 
 
 def cmd_latest(rest: str, inv: Invocation, services: Services) -> Reply:
@@ -609,6 +617,7 @@ HANDLERS: dict[str, Callable[[str, Invocation, Services], Reply]] = {
     "unfollow": cmd_unfollow,
     "follows": cmd_follows,
     "status": cmd_status,
+    "trending": cmd_trending,
 }
 
 

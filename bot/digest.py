@@ -5,7 +5,8 @@ waits in the store (`bot.store.digests`, queued at ingest) for the channel's nex
 local time in the subscriber's time zone: daily at `at` (default 09:00), weekly on Monday at `at`. A period
 ends at each scheduled instant; its digest holds the items that arrived before that instant and were in no
 earlier digest (normally exactly the period's; after an outage, one digest catches up, never one per missed
-period), grouped by type, newest first, with links. A period that brought nothing posts nothing.
+period), grouped by type, newest first, with links; a weekly digest ends with what the team is reading
+(`bot.trending`). A period that brought nothing posts nothing.
 
 `Digester` is the digest step of a poll (`bot.poller.poll_once`, after delivery), so it runs in the one
 process holding the poll lock. For each digest subscription whose latest scheduled instant has passed, it
@@ -28,8 +29,9 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
-from slack_sdk.models.blocks import ContextBlock, HeaderBlock, PlainTextObject, SectionBlock
+from slack_sdk.models.blocks import ContextBlock, DividerBlock, HeaderBlock, PlainTextObject, SectionBlock
 
+from bot import trending
 from bot.blocks import KIND_LABEL, counted, cut, escape, md, title_link
 from bot.deliver import LOCAL_TEAM_ID, ClientFor
 from bot.errors import WorkspaceUnavailable
@@ -141,10 +143,12 @@ def local_time(moment: datetime) -> str:
 
 
 def digest_message(
-    sub: Subscription, digest: Digest, contents: Sequence[tuple[Item, Sequence[str]]]
+    sub: Subscription, digest: Digest, contents: Sequence[tuple[Item, Sequence[str]]],
+    ending: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The channel post for one digest: a header, the span and counts, then the items grouped by type
-    (papers, then updates), newest first, as links; `text` (fallback), `metadata` with the period, no
+    (papers, then updates), newest first, as links, then `ending` (mrkdwn lines: a weekly digest's "what the
+    team is reading", `bot.trending.digest_lines`); `text` (fallback), `metadata` with the period, no
     unfurls, nothing parsed."""
     schedule = Schedule.of(sub)
     tz = schedule.tz if schedule is not None else ZoneInfo("UTC")
@@ -179,10 +183,11 @@ def digest_message(
     if listed < len(contents):
         more = len(contents) - listed
         blocks.append(ContextBlock(elements=[md(f"… and {more} more, in the archive: `/mlresearch search`")]))
+    last = [DividerBlock(), SectionBlock(text=md(cut("\n".join(ending), SECTION_CHARS)))] if ending else []
     titles = "; ".join(escape(cut(item.title, 100)) for item, _ in contents[:20])
     return {
         "text": cut(f"{heading} ({counts}): {titles}", 3000),
-        "blocks": [b.to_dict() for b in blocks[:50]],
+        "blocks": [b.to_dict() for b in [*blocks[: 50 - len(last)], *last]],
         "unfurl_links": False,
         "unfurl_media": False,
         "parse": "none",
@@ -298,7 +303,8 @@ class Digester:
         contents = store.digest_contents(row.id)
         if not contents:
             return self._fail(store, row, "items_missing")
-        return self._post(store, client, sub, row, digest_message(sub, row, contents))
+        ending = trending.digest_lines(store, sub.team_id, self.clock()) if sub.digest == "weekly" else []
+        return self._post(store, client, sub, row, digest_message(sub, row, contents, ending))
 
     def _post(
         self, store: Store, client: WebClient, sub: Subscription, row: Digest, message: dict[str, Any]

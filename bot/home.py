@@ -1,6 +1,6 @@
-"""What is a person's own: the App Home (their reading list, with *Export .bib*, and follows, then the
-latest items, the workspace's subscribed channels, feed health and how to use) and the replies to
-`/mlresearch follow`, `unfollow`, `follows` and to a click on Save.
+"""What is a person's own: the App Home (their reading list, with *Export .bib*, and follows, what the team
+is reading, then the latest items, the workspace's subscribed channels, feed health and how to use) and the
+replies to `/mlresearch follow`, `unfollow`, `follows` and to a click on Save.
 
 Pure Block Kit builders as in `bot.views`, made of its blocks; the store is passed in.
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
+from bot import trending
 from bot.blocks import ACTION_VALUE_LIMIT, KIND_LABEL, cut, day, escape, titled
 from bot.models import Item
 from bot.status import feed_lines
@@ -101,9 +102,10 @@ def saved_reply(outcome: str, item: Item | None) -> str:
 def home_view(
     store: Any, team_id: str, user_id: str = "", visible: Collection[str] | None = None
 ) -> dict[str, Any]:
-    """The App Home tab for one person: their reading list (saved items, each with Remove) and follows, the
-    latest items, this workspace's subscribed channels, feed health, how to use. At most HOME_BLOCKS blocks:
-    the reading list shows the most recently saved items that fit, and says how many are left out.
+    """The App Home tab for one person: their reading list (saved items, each with Remove) and follows, what
+    the team is reading (`bot.trending`), the latest items, this workspace's subscribed channels, feed
+    health, how to use. At most HOME_BLOCKS blocks: the reading list shows the most recently saved items
+    that fit, and says how many are left out.
     `visible`: the channels the person is in; subscriptions elsewhere are only counted (None: all listed)."""
     latest = store.latest(5)
     every = store.subscriptions(team_id) if team_id else []  # no workspace: no one's subscriptions
@@ -126,6 +128,9 @@ def home_view(
     else:
         rest.append(section(f"You follow nothing yet. `{COMMAND} follow &lt;keywords…&gt;` sends you a "
                             "direct message for each new item that matches."))
+    if team_id:  # what the workspace reads: counts only, the same lines as `/mlresearch trending`
+        rest += [divider(), header("What the team is reading"),
+                 section("\n".join(trending.lines(trending.trending(store, team_id))))]
     rest += [divider(), header("Latest")]
     if latest:
         for item in latest:

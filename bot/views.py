@@ -17,6 +17,7 @@ from bot import voice
 from bot.blocks import (
     ACTION_VALUE_LIMIT,
     CITE_ACTION_ID,
+    FALLBACK_TEXT_LIMIT,
     KIND_LABEL,
     RELATED_ACTION_ID,
     SAVE_ACTION_ID,
@@ -73,6 +74,8 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (  # (usage, what it does, an examp
     ("unfollow [keywords…]", "stop following those keywords (none: all of them)", "unfollow privacy"),
     ("follows", "the keywords you follow", "follows"),
     ("status", "feed health and this channel's subscription", "status"),
+    ("trending", "what this workspace saved, 👍'd and opened most in 30 days, and Apple's topics this month",
+     "trending"),
     ("help", "this message", "help"),
 )
 
@@ -161,6 +164,13 @@ def help_reply(intro: str = HELP_INTRO) -> tuple[str, Blocks]:
     ]
     blocks = [section(intro), section("\n".join(lines))]
     return "How to use /mlresearch: " + ", ".join(escape(c[0]) for c in COMMANDS), blocks
+
+
+def trending_reply(lines: Sequence[str]) -> tuple[str, Blocks]:
+    """What the team is reading (`bot.trending.lines`: mrkdwn, titles escaped), to the person who asked."""
+    note = "Counts from this workspace over the last 30 days; no one is named."
+    return (cut("What the team is reading: " + " ".join(lines), FALLBACK_TEXT_LIMIT),
+            [header("What the team is reading"), section("\n".join(lines)), context(note)])
 
 
 def usage_reply(word: str) -> tuple[str, Blocks]:

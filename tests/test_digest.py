@@ -455,12 +455,13 @@ def test_a_digest_is_inert_and_within_slacks_limits_however_many_items(base: Sto
     assert len(blocks) <= 50 and blocks[0]["text"]["text"] == "Weekly digest: 81 new items"
     texts = [b["text"]["text"] for b in blocks if b["type"] == "section"]
     assert all(len(t) <= 3000 for t in texts) and len(message["text"]) <= 3000
-    assert all(e.get("verbatim") for b in blocks if b["type"] != "header"
+    assert all(e.get("verbatim") for b in blocks if b["type"] not in ("header", "divider")
                for e in ([b["text"]] if "text" in b else b["elements"]))
     assert "&lt;!channel&gt; &lt;@U123&gt; &lt;https://evil.example|click&gt; &amp; more" in texts[0]
     assert "<!channel>" not in str(message) and "<@U123>" not in str(message)
     assert len(listed_links(message)) == digest.MAX_LISTED
-    assert blocks[-1]["elements"][0]["text"].startswith("… and 21 more")
+    assert blocks[-3]["elements"][0]["text"].startswith("… and 21 more")
+    assert blocks[-1]["text"]["text"].startswith("*What the team is reading*")  # a weekly digest's end
 
 
 # --- the digest step in the poll ---------------------------------------------------------------------------

@@ -366,7 +366,7 @@ def test_the_home_lists_saved_items_with_remove_follows_and_subscriptions(
     assert view["type"] == "home" and len(view["blocks"]) <= 100
     text = rendered(view)
     headers = [b["text"]["text"] for b in view["blocks"] if b["type"] == "header"]
-    assert headers[1:4] == ["Your reading list", "Your follows", "Latest"]
+    assert headers[1:5] == ["Your reading list", "Your follows", "What the team is reading", "Latest"]
     removes = [b["accessory"] for b in view["blocks"] if (b.get("accessory") or {}).get("action_id")
                == "unsave_item"]
     assert {r["value"] for r in removes} == {SPEECH.id, EVIL.id}  # Alice's, not Bob's

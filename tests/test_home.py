@@ -28,6 +28,7 @@ def test_home_view_has_latest_items_subscriptions_health_and_usage(tmp_path: Pat
         "Apple Machine Learning Research",
         "Your reading list",
         "Your follows",
+        "What the team is reading",
         "Latest",
         "Subscribed channels",
         "Feed health",

@@ -23,6 +23,7 @@ it means, as for a long form. A query already saying the term adds nothing.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -342,3 +343,36 @@ def suggest(words: Sequence[str], limit: int = 2, found: Callable[[str], bool] |
         if len(found_topics) >= limit:
             break
     return found_topics
+
+
+# --- topics a text names (what Apple published most on: bot.trending) -------------------------------------
+
+_WORD_AS_WRITTEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]*")
+
+
+@lru_cache(maxsize=4096)  # a month's items are asked about again at every trending reply
+def topics_named(text: str) -> tuple[str, ...]:
+    """The glossary's topics `text` names, each by its first long form ("large language model"): an entry
+    one of whose long forms (or abbreviations of several words, "KV cache") it holds, the analyzed terms in a
+    row, or whose one-word abbreviation it writes as the glossary does, capitals and all ("LLM", "LLMs"; "lm"
+    or "Lm" is no "LM"). A topic that another
+    named topic's long form holds is left out ("language model" in "large language model", "reinforcement
+    learning" in "reinforcement learning from human feedback"): the most specific topic counts."""
+    stems = terms(text)
+    held = set(stems)
+    written = {w for word in _WORD_AS_WRITTEN.findall(text) for w in (word, _singular(word))}
+    named: list[Entry] = []
+    for n in sorted({n for stem in held for n in _by_first().get(stem, ())} | _written_entries(written)):
+        entry = entries()[n]
+        if (entry.short in written and " " not in entry.short) or any(
+                all(t in held for t in _analyzed(form)) and _contains(stems, _analyzed(form))
+                for form in (*entry.long, *([entry.short] if " " in entry.short else []))):
+            named.append(entry)
+    longs = {entry.long[0]: [_analyzed(form) for form in entry.long] for entry in named}
+    return tuple(name for name in longs if not any(
+        other != name and any(_contains(list(form), _analyzed(name)) for form in forms)
+        for other, forms in longs.items()))
+
+
+def _written_entries(written: set[str]) -> set[int]:
+    return {n for n, entry in enumerate(entries()) if entry.short in written}

@@ -8,7 +8,8 @@ the records themselves are in bot.models, the errors in bot.errors), `base` (the
 and the backend's hooks), the parts of the interface, each backend-independent: `archive` (items, ingest and
 identity, the per-feed baseline), `feed_state` (feed state, meta), `subscriptions` (and workspaces),
 `ledger` (deliveries), `installations` (and OAuth state), `digests` (digest schedules, the items waiting for
-a digest, the digest ledger); `store` (`Store`, their composition), `merge`
+a digest, the digest ledger), `trending` (what a workspace saved, liked and opened through Related, counted);
+`store` (`Store`, their composition), `merge`
 (batched merging of items), `sqlite` and `postgres` (connections, migrations, the poll lock).
 """
 

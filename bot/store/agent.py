@@ -9,7 +9,8 @@ answers (feedback buttons).
     feedback_since(day)                     -> the votes, newest first
 
 A vote copies the question as understood and the items shown from the answer's row (`answered_events`, kept
-30 days), so the feedback list outlives the questions table.
+30 days), so the feedback list outlives the questions table; the items' ids also one a line (`item_ids`),
+which `bot.store.trending` counts without reading JSON.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any, Literal
 
 from bot.store.base import StoreBase
 from bot.store.models import from_iso, iso, utcnow
+from bot.store.trending import vote_items
 
 AGENT_SCHEMA = (  # m017_agent's schema (both backends)
     "ALTER TABLE answered_events ADD COLUMN shown TEXT",
@@ -96,10 +98,10 @@ class AgentMixin(StoreBase):
                          "AND user_id = ?", [team_id, channel_id, reply_ts, user_id])
             db.execute(
                 "INSERT INTO feedback (team_id, channel_id, message_ts, user_id, vote, understood, shown, "
-                "voted_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (team_id, channel_id, message_ts, "
-                "user_id) DO UPDATE SET vote = excluded.vote, voted_at = excluded.voted_at",
+                "voted_at, item_ids) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (team_id, channel_id, "
+                "message_ts, user_id) DO UPDATE SET vote = excluded.vote, voted_at = excluded.voted_at",
                 [team_id, channel_id, reply_ts, user_id, vote, str(answer[0]), str(answer[1] or "[]"),
-                 iso(utcnow())])
+                 iso(utcnow()), "\n".join(vote_items(answer[1]))])  # item_ids: what trending counts
             if old is None:
                 return "stored"
             return "same" if old[0] == vote else "changed"

@@ -42,6 +42,7 @@ MIGRATIONS = (
     "m017_agent",
     "m019_workers",
     "m020_item_pages",
+    "m021_related_opens",
 )
 # A merge_index that adds or enriches this many items is followed by _after_bulk_merge.
 BULK_MERGE = 200

@@ -43,6 +43,7 @@ from bot.store.merge import backfill_authors_text
 from bot.store.models import iso, utcnow
 from bot.store.pages import PAGES_DDL
 from bot.store.store import Store
+from bot.store.trending import TRENDING_DDL, backfill_vote_items
 from bot.store.vectors import VECTORS_TABLE
 from bot.store.workers import IDENTITY_KEY, WORKERS_DDL
 
@@ -233,6 +234,14 @@ def m020_item_pages(db: Conn) -> None:
         db.execute(sql)
 
 
+def m021_related_opens(db: Conn) -> None:
+    """What the team is reading (issue 55): bot.store.trending.TRENDING_DDL and backfill_vote_items, as
+    SQLite's."""
+    for sql in TRENDING_DDL:
+        db.execute(sql)
+    backfill_vote_items(db)
+
+
 PG_MIGRATIONS = (
     m001_items,
     m002_delivery,
@@ -251,6 +260,7 @@ PG_MIGRATIONS = (
     m017_agent,
     m019_workers,
     m020_item_pages,
+    m021_related_opens,
 )
 
 

@@ -30,6 +30,7 @@ from bot.store.ledger import BATCHES_DDL
 from bot.store.merge import backfill_authors_text
 from bot.store.pages import PAGES_DDL
 from bot.store.store import Store
+from bot.store.trending import TRENDING_DDL, backfill_vote_items
 from bot.store.vectors import VECTORS_TABLE
 from bot.store.workers import WORKERS_DDL
 
@@ -267,6 +268,15 @@ def m020_item_pages(db: Database) -> None:
         db.execute(sql)
 
 
+def m021_related_opens(db: Database) -> None:
+    """What the team is reading (issue 55): a counter per (workspace, day, item) of opens through Related,
+    each vote's items one a line (filled in for the votes already cast), and indexes that count a
+    workspace's opens, saves and votes in a window (bot.store.trending)."""
+    for sql in TRENDING_DDL:
+        db.execute(sql)
+    backfill_vote_items(Conn(db.conn, pyformat=False))
+
+
 # --- the store -----------------------------------------------------------------------------------------
 
 
@@ -279,7 +289,7 @@ def migration_set() -> Migrations:
     steps = (m001_items, m002_delivery, m003_authors_fts, m004_fts_prefix_index, m005_installations,
              m006_search_generation, m007_one_search_engine, m008_feed_baseline, m009_item_changes,
              m010_bursts, m011_digests, m012_follows_saved, m013_answered_events, m014_item_vectors,
-             m017_agent, m019_workers, m020_item_pages)
+             m017_agent, m019_workers, m020_item_pages, m021_related_opens)
     for step in steps:
         migrations()(step)
     return migrations

@@ -22,6 +22,7 @@
     workers.WorkersMixin             worker heartbeats, channel claims with leases, shared 429 holds
     pages.PagesMixin                 items' own pages: which to read next, what each said (paper, code,
                                      venue), the follow-up replies a later finding queues in the ledger
+    trending.TrendingMixin           what a workspace saved, liked and opened through Related (counts only)
 
 A new feature touches the part it concerns; every part speaks SQL both backends share (`?` placeholders,
 `ON CONFLICT`, `IS DISTINCT FROM`). A backend (`SQLiteStore`, `PostgresStore`) subclasses `Store`.
@@ -40,11 +41,12 @@ from bot.store.installations import InstallationsMixin
 from bot.store.ledger import LedgerMixin
 from bot.store.pages import PagesMixin
 from bot.store.subscriptions import SubscriptionsMixin
+from bot.store.trending import TrendingMixin
 from bot.store.vectors import VectorsMixin
 from bot.store.workers import WorkersMixin
 
 
 class Store(ArchiveMixin, FeedStateMixin, SubscriptionsMixin, LedgerMixin, InstallationsMixin, DigestsMixin,
             FollowsMixin, ConversationsMixin, VectorsMixin, AgentMixin,
-            WorkersMixin, DemoMixin, PagesMixin):
+            WorkersMixin, DemoMixin, PagesMixin, TrendingMixin):
     """The store's interface (see the module docstring); build one with `bot.store.open_store(url)`."""
