@@ -323,10 +323,14 @@ def test_log_lines_never_land_on_the_prompt_line_of_a_real_terminal(tmp_path: Pa
 
 
 def test_plain_make_lists_the_targets_and_runs_nothing() -> None:
-    done = subprocess.run(["make", "-n"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    # as a person runs it: not under another make (CI runs this suite from `make test`, whose MAKEFLAGS and
+    # MAKELEVEL would make the inner make announce its directory)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MAKE", "MFLAGS"))}
+    done = subprocess.run(["make", "-n", "--no-print-directory"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60, env=env)
     assert done.returncode == 0 and done.stdout.startswith("echo ")  # the default target only prints
     shown = subprocess.run(["make", "--no-print-directory"], cwd=ROOT, capture_output=True, text=True,
-                           timeout=60)
+                           timeout=60, env=env)
     assert shown.returncode == 0
     assert [line.split()[1] for line in shown.stdout.splitlines()] == ["run", "test", "test-lowest", "lint",
                                                                        "lock", "bench", "clean"]
