@@ -35,6 +35,7 @@ import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from urllib.parse import quote, urlsplit
 
+from bot.blocks import cut
 from bot.models import Item
 
 PUBLISHER = "Apple Machine Learning Research"
@@ -111,7 +112,7 @@ def plain(item: Item, venue: str | None = None) -> str:
         who = ", ".join(names[:-1]) + f", and {names[-1]}"
     else:
         who = " and ".join(names)
-    title = _cut(_clean(item.title), TITLE_CHARS) or "Untitled"
+    title = cut(_clean(item.title), TITLE_CHARS) or "Untitled"
     when = f"{MONTH_NAMES[item.published.month - 1]} {item.published.year}"
     venue = _clean(venue or "")[:VENUE_CHARS].strip()
     where = f"In {venue}. {PUBLISHER}, {when}." if venue else f"{PUBLISHER}, {when}."
@@ -184,7 +185,7 @@ def escape(text: str, limit: int = FIELD_CHARS) -> str:
 def title_field(title: str) -> str:
     """A title escaped, cut at TITLE_CHARS as written (and FIELD_CHARS escaped), each word with a capital
     after its first letter in braces ({LLM}s, {iPhone})."""
-    words = _cut(_clean(title), TITLE_CHARS).split(" ")
+    words = cut(_clean(title), TITLE_CHARS).split(" ")
     out: list[str] = []
     size = 0
     for word in words:
@@ -200,7 +201,7 @@ def title_field(title: str) -> str:
 def author_field(authors: Sequence[str]) -> str:
     """The authors joined with " and " (at most AUTHORS, and FIELD_CHARS escaped; then "and others"); a
     group's name ("Input & Intelligence Team") in braces, so BibTeX keeps it whole."""
-    names = [_cut(_clean(a), NAME_CHARS) for a in authors if a and a.strip()]
+    names = [cut(_clean(a), NAME_CHARS) for a in authors if a and a.strip()]
     out: list[str] = []
     size = 0
     for n, name in enumerate(names):
@@ -277,16 +278,6 @@ def _clean(text: str) -> str:
     return " ".join(kept.split())
 
 
-def _cut(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    head = text[: limit - 1]
-    space = head.rfind(" ")
-    if space > limit // 2:
-        head = head[:space]
-    return head.rstrip(" ,.;:") + "…"
-
-
 def _protected(word: str) -> str:
     """A title's word escaped; its core (the word without the punctuation around it) in braces when a
     capital follows the first character of one of its parts (LLMs, iPhone, 3D, RL-Based; not Large-Scale)."""
@@ -307,7 +298,7 @@ def _is_group(name: str) -> bool:
 
 
 def _name(author: str) -> str:
-    return _cut(_clean(author), NAME_CHARS)
+    return cut(_clean(author), NAME_CHARS)
 
 
 def _sentence(title: str) -> str:
