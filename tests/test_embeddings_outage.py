@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import json
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -35,6 +34,7 @@ from tests.fakes.openai_api import EMBEDDING_DIM, FakeOpenAI
 from tests.fakes.recorder import Recorder
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.slack_sender import SECRET, TOKEN, block_action_body, command_body, http, signed_headers
+from tests.test_meaning_gaps import by_words, ids, settles
 
 WAIT = 30.0  # seconds: a bound on a busy machine, never a measure
 RETRY = 0.05  # seconds between the background probes here (RETRY_EVERY in serve)
@@ -62,23 +62,6 @@ def slow(api: FakeOpenAI) -> None:
 def recovered(api: FakeOpenAI) -> None:
     api.delay = 0
     api.released.set()  # the answers held meanwhile come at once
-
-
-def ids(found: Any) -> list[str]:
-    return [hit.item.id for hit in found.hits]
-
-
-def by_words(store: Store, text: str) -> list[str]:
-    return ids(search(SearchIndex(store), text))
-
-
-def settles(condition: Callable[[], bool]) -> bool:
-    deadline = time.monotonic() + WAIT
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
 
 
 # --- the endpoint's breaker ---------------------------------------------------------------------------------
