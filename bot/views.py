@@ -264,11 +264,12 @@ def no_results(text: str | None, missing: Sequence[str] = (), topics: Sequence[s
 def latest_reply(items: Sequence[Item], note: str = "") -> tuple[str, Blocks]:
     if not items:
         return one_line("The archive is empty: nothing has been fetched yet. Try again after the next poll.")
-    blocks: Blocks = [context(f"The {counted(len(items), 'newest item')}" + (f" · {note}" if note else ""))]
+    head = "The newest item" if len(items) == 1 else f"The {counted(len(items), 'newest item')}"
+    blocks: Blocks = [context(head + (f" · {note}" if note else ""))]
     for item in items:
         blocks += item_blocks(item, list_snippet(item))
     titles = "; ".join(escape(cut(i.title, 100)) for i in items)
-    return f"The {len(items)} newest: {titles}", blocks
+    return ("The newest: " if len(items) == 1 else f"The {len(items)} newest: ") + titles, blocks
 
 
 def citation(item: Item) -> str:

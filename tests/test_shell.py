@@ -243,6 +243,13 @@ def test_demo_in_the_shell_loads_real_posts_and_status_says_it_is_the_demo(tmp_p
     assert "Archive: 72 items (the bundled demo archive: real posts for trying the bot offline, never" \
         in status and "Feed: failing" in status
     assert again.startswith("[demo] the demo archive is already loaded (72 real posts); nothing changed")
+
+
+def test_latest_one_names_one_item_in_the_singular(tmp_path: Path) -> None:
+    out = offline_shell(tmp_path, "demo\nlatest 1\n")
+    latest = out.split("\n\n")[2]
+    assert latest.startswith("   The newest item\nNegotiating Ontological Boundaries"), latest
+    assert "1 newest" not in out
     assert SQLiteStore(tmp_path / "shell.db").count_items() == 72
 
 
