@@ -333,8 +333,15 @@ def format_authors(authors: Sequence[str], limit: int = 3) -> str:
     return ", ".join(names)
 
 
+# a group that signs a post ("Siri Speech Recognition Team", "Input & Intelligence — Natural Language
+# Processing Team") is a name, not a given name and a surname: kept whole
+_GROUP = re.compile(r"\b(team|group|lab|labs)\b", re.IGNORECASE)
+
+
 def _initials(name: str) -> str:
     name = " ".join(name.split())
+    if _GROUP.search(name):
+        return name
     if "," in name:  # "Doe, Jane" -> "Jane Doe"
         last, _, given = name.partition(",")
         name = f"{given.strip()} {last.strip()}".strip()

@@ -171,6 +171,12 @@ def test_tantivy_query_syntax_in_author_names_is_only_words(
         (("Doe, Jane",), "J. Doe"),
         (("Plato",), "Plato"),
         (("J. Doe",), "J. Doe"),
+        # a team that signs a post is a name (the demo archive's 2017-2019 posts), not initials
+        (("Siri Speech Recognition Team",), "Siri Speech Recognition Team"),
+        (("Input & Intelligence — Natural Language Processing Team",),
+         "Input & Intelligence — Natural Language Processing Team"),
+        (("Jane Doe", "Machine Learning Research Group"), "J. Doe, Machine Learning Research Group"),
+        (("Tim Teamster",), "T. Teamster"),
     ],
 )
 def test_format_authors(authors: tuple[str, ...], expected: str) -> None:
