@@ -1,7 +1,8 @@
 """The README and docs/ hold together: every link from README.md into docs/ (and between the pages) leads
-to a file and, with a #fragment, to a heading there; every page of docs/ is linked from the README; the
-README names every command of the command line and every variable the configuration reads; the module map
-in docs/architecture.md names every module of bot/."""
+to a file and, with a #fragment, to a heading there; every page of docs/ is linked from the README;
+docs/commands.md names every command of the command line and docs/configuration.md every variable the
+configuration reads; the module map in docs/architecture.md names every module of bot/. (The README's own
+commands are run by tests/test_readme.py.)"""
 
 from __future__ import annotations
 
@@ -75,18 +76,18 @@ def test_the_readme_links_into_docs() -> None:
     assert into_docs
 
 
-def test_the_readme_names_every_command_of_the_command_line() -> None:
+def test_the_commands_page_names_every_command_of_the_command_line() -> None:
     parser = build_parser()
     (sub,) = [a for a in parser._actions if a.choices and a.dest == "command"]
-    readme = (ROOT / "README.md").read_text()
-    missing = [c for c in sub.choices if not re.search(rf"mlresearch-bot {c}\b", readme)]
-    assert not missing, f"commands missing from README.md's Commands: {missing}"
+    page = (DOCS / "commands.md").read_text()
+    missing = [c for c in sub.choices if not re.search(rf"mlresearch-bot {c}\b", page)]
+    assert not missing, f"commands missing from docs/commands.md: {missing}"
 
 
-def test_the_readme_names_every_variable_the_configuration_reads() -> None:
-    readme = (ROOT / "README.md").read_text()
-    missing = sorted(v for v in config_variables() if f"`{v}`" not in readme)
-    assert not missing, f"variables missing from README.md's Configuration: {missing}"
+def test_the_configuration_page_names_every_variable_the_configuration_reads() -> None:
+    page = (DOCS / "configuration.md").read_text()
+    missing = sorted(v for v in config_variables() if f"`{v}`" not in page)
+    assert not missing, f"variables missing from docs/configuration.md: {missing}"
 
 
 def test_the_module_map_names_every_module() -> None:
