@@ -68,7 +68,7 @@ class Streamed:
 
 
 def feedback_block() -> dict[str, Any]:
-    """The feedback buttons every answer ends with (their clicks: bot.listeners, bot.store.agent)."""
+    """The feedback buttons every answer ends with (their clicks: bot.listeners.buttons, bot.store.agent)."""
     return ContextActionsBlock(elements=[FeedbackButtonsElement(
         action_id=FEEDBACK_ACTION_ID,
         positive_button=FeedbackButtonObject(text="Good answer", value="up",

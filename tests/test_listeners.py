@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from bot import listeners
 from bot.commands import Invocation, Services, handle
 from bot.config import Settings
+from bot.listeners.deps import Deps
 from bot.store import SQLiteStore, Store
 from tests.fakes.archive import filled_store
 
@@ -38,7 +38,7 @@ def test_requests_on_one_thread_share_one_sqlite_connection(
     store = filled_store(tmp_path)
     reference = [ask(Services(store=store, settings=Settings()), t) for t in ("search diffus", "status")]
     opened = count_opens(monkeypatch)
-    handlers = listeners._Listeners(Services(store=store, settings=Settings()))
+    handlers = Deps(Services(store=store, settings=Settings()))
     answers = [ask(handlers.for_request(None), t) for t in ("search diffus", "status") for _ in range(3)]
     assert answers == [a for a in reference for _ in range(3)]  # the same answers
     assert len(opened) == 1  # over one connection, kept for the thread
@@ -58,7 +58,7 @@ def test_requests_on_one_thread_share_one_sqlite_connection(
 
 def test_writes_through_the_thread_connection_are_seen_by_everyone(tmp_path: Path) -> None:
     store = filled_store(tmp_path)
-    handlers = listeners._Listeners(Services(store=store, settings=Settings()))
+    handlers = Deps(Services(store=store, settings=Settings()))
     assert "Subscribed" in ask(handlers.for_request(None), "subscribe vision")
     assert store.get_subscription("T1", "C1") is not None
     assert "Unsubscribed" in ask(handlers.for_request(None), "unsubscribe")
@@ -70,13 +70,13 @@ def test_other_stores_are_used_as_they_are() -> None:
         backend = "postgres"
 
     services = Services(store=OtherStore(), settings=Settings())
-    assert listeners._Listeners(services).for_request(None) is services
+    assert Deps(services).for_request(None) is services
 
 
 def test_oauth_requests_get_their_workspace_client_and_the_thread_store(tmp_path: Path) -> None:
     store = filled_store(tmp_path)
     settings = Settings(slack_client_id="1.2", slack_client_secret="s")
-    handlers = listeners._Listeners(Services(store=store, settings=settings, slack="app client"))
+    handlers = Deps(Services(store=store, settings=settings, slack="app client"))
     services = handlers.for_request("workspace client")
     assert services.slack == "workspace client" and services.store is not store
     assert services.store is handlers.for_request(None).store
