@@ -1,21 +1,36 @@
 """An item's own page on the site: its paper's link, its code and where it was published.
 
 Every research post at https://machinelearning.apple.com/research/<slug> is a page of the same Next.js site
-as the research index (`bot.research_index`). What stored copies show of such a page: its text (the stored
-copy of /research/normalizing-flows: the abstract, the figures, then "Related readings and updates" with other
-posts' teasers), the site's way of saying where papers appeared (its conference pages: "papers accepted at
-ICML"), and the papers' own words ("We make our code available at https://github.com/apple/ml-tarflow", a
-paper of ICML 2025). No stored copy showed the markup around a page's title (the link to the paper, a venue
-label), so this reader depends on no class name and no JSON key: it reads the page's links and sentences as
-a person would, and says nothing rather than something wrong.
+as the research index (`bot.research_index`). What stored copies of such pages show (renderings of them as
+text and Markdown, kept in tests/data/item_pages/stored/ with where each was found; no stored copy holds a
+page's HTML, so its element names and classes are not known and nothing here depends on them):
+
+- the site's navigation (Overview, Research Highlights, Publications, Events, Work with us);
+- the post's header, in this order: its tags, links to the site's lists of posts ("research area Computer
+  Vision" to /research/?domain=…, and for a paper of a conference "conference NeurIPS" to
+  /research/?event=NeurIPS, or "Workshop at ICLR" to ?event=ICLR%20Workshop: the event's name, never a
+  year); "content type paper" (or "highlight") | "published June 2025" (the post's month, not the
+  conference's: a post of February 2023 tells of a workshop at EMNLP 2022); the title; "Authors" and the
+  names; a "View publication" link (arXiv's abstract page, seen on every paper whose copy kept its links);
+  on some, "View source code (GitHub)"; "Copy Bibtex";
+- the abstract, sometimes opened by "This paper was accepted at the Workshop on … at ICLR 2026."; footnotes,
+  figures;
+- "Related readings and updates." and teasers of other posts, each with its own tags and "Read more";
+  a closing banner, breadcrumbs and the footer.
+
+So: the paper is the "View publication" link, the code the "View source code" link (or a repository the
+text calls code), the venue the conference tag, with the year and the workshop when a sentence of the post
+names the same conference (`bot.paper_facts`). Whether a post's page is rendered on the server, as the
+index is, no stored copy says: a page whose HTML holds no text is read from the string fields of its
+__NEXT_DATA__ script's props.pageProps.post (a shape modelled on the index's, not seen). Only what the page
+says before "Related readings and updates", outside its navigation and footer, is read; on a highlight
+(which tells of other papers) neither an unnamed paper link nor a sentence counts. A field the page does not
+say is None; a page that cannot be fetched or parsed changes nothing stored.
 
     parse(content, page_url) -> PageFacts            (pure; ItemPageError for a page that is no page)
     read(client, url, page_url) -> PageFacts         (one polite request: the bot's User-Agent, 15 s, 2 MiB)
     enrich_pages(store, client, origin, item_ids) -> PagesResult       (the poll's step, and backfill's)
     enricher(index_url) -> the poll's enrichment: the index (`research_index.enrich`), then the pages
-
-What counts is `bot.paper_facts`'s: only what the page says before "Related readings and updates", outside
-its navigation and footer, is read. A page that cannot be fetched or parsed changes nothing stored.
 
 Pace: the poll reads the pages of its new items, then at most POLL_PAGES more (those of items younger than
 RECHECK_WITHIN not read for RECHECK_AFTER: how a later code release or venue is found; then pages never read),
@@ -46,9 +61,10 @@ from bot.paper_facts import (
     MAX_LINK_CHARS,
     MAX_TEXT_CHARS,
     Anchor,
+    content_type,
     pick_code,
     pick_paper,
-    venue_in,
+    pick_venue,
 )
 from bot.store import Store, utcnow
 
@@ -131,7 +147,9 @@ def parse(content: bytes | str, page_url: str) -> PageFacts:
     if not page.text.strip():
         raise ItemPageError("item page: it holds no text")
     anchors = [*page.anchors, *_bare_links(page.text)]
-    return PageFacts(pick_paper(anchors, page_url), pick_code(anchors, page_url), venue_in(page.text))
+    highlight = content_type(page.anchors) == "highlight"  # it tells of other papers: only what it names
+    return PageFacts(pick_paper(anchors, page_url, named_only=highlight), pick_code(anchors, page_url),
+                     pick_venue(page.anchors, page.text, page_url, sentences=not highlight))
 
 
 def _dig(data: Any, path: Sequence[str]) -> Any:

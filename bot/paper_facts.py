@@ -4,18 +4,26 @@ where it appeared. Pure functions over text (`bot.item_pages` reads the page); n
     paper_link(href, page_url) -> str | None       (a tidied link to the paper, or None)
     code_link(href, page_url) -> (url, owner) | None
     pick_paper(anchors, page_url), pick_code(anchors, page_url) -> the page's, or None
+    venue_tag(href, text, page_url) -> "ICML", "ICLR workshop" (the site's conference tag), or None
+    pick_venue(anchors, text, page_url) -> the page's venue, or None
     venue_in(text) / venue_of(raw) -> "ICML 2025", "NeurIPS 2024 workshop", or None
+    content_type(anchors) -> "paper", "highlight", … (the site's label), or None
 
-What counts:
+What counts (the site's own words, as stored copies of its pages show them: tests/data/item_pages/stored/):
 - paper: a link to arXiv (kept as https://arxiv.org/abs/<id>), OpenReview, a proceedings site (PMLR, NeurIPS,
   ACL Anthology, CVF, ISCA, ACM, IEEE, JMLR, AAAI, doi.org) or a PDF on Apple's own hosts: the one a link's
-  text names ("View publication", "Paper", "PDF", "arXiv"), else the only such link on the page.
-- code: a repository on github.com or gitlab.com that a link's text or the words before it call code
-  ("Code", "GitHub", "code is available at"), else the only repository under github.com/apple.
-- venue: what follows "accepted at / to / by", "presented at", "published at / in", "appears in" or a
-  "Venue:" / "Conference:" label: a known venue and its year ("ICML 2025"; "NeurIPS 2024 workshop" for a
-  workshop held there), else a short phrase naming a conference, workshop, symposium or journal; at most
-  MAX_VENUE_CHARS characters, else nothing.
+  text names ("View publication", the site's, or "Paper", "PDF", "arXiv"), else the only such link on the
+  page (not on a highlight: there only a named link counts, as a highlight cites other papers).
+- code: a repository on github.com or gitlab.com that a link's text or the words before it call code ("View
+  source code (GitHub)", the site's; "Code", "code is available at"), else the only repository under
+  github.com/apple (links into one repository, its root and a folder, are that repository).
+- venue: the site's conference tag, a link to the posts of one event (/research/?event=NeurIPS, words
+  "conference NeurIPS"; "Workshop at ICLR" for event=ICLR%20Workshop), which names no year; and a sentence:
+  what follows "accepted at / to / by", "presented at", "published at / in", "appears in" or a "Venue:" /
+  "Conference:" label: a known venue and its year ("ICML 2025"; "NeurIPS 2024 workshop" for a workshop held
+  there), else a short phrase naming a conference, workshop, symposium or journal. The sentence's venue is
+  kept when it names the tag's conference (it says the year), the tag's otherwise; on a highlight no
+  sentence counts (it tells of other papers). At most MAX_VENUE_CHARS characters, else nothing.
 A relative link is resolved against the page's canonical address; one that is not http(s), has no host, or
 goes to any other host is dropped.
 """
@@ -51,7 +59,11 @@ PROCEEDINGS = frozenset({
     "doi.org", "dx.doi.org", "ieeexplore.ieee.org", "jmlr.org", "ojs.aaai.org", "ecva.net",
     "link.springer.com", "openreview.net", "arxiv.org", "export.arxiv.org",
 })
-APPLE_HOSTS = frozenset({"machinelearning.apple.com", "docs-assets.developer.apple.com", "mlr.cdn-apple.com"})
+# The site, and where Apple keeps papers and media (ml-site.cdn-apple.com/papers/the-illusion-of-thinking.pdf)
+APPLE_HOSTS = frozenset({
+    "machinelearning.apple.com", "docs-assets.developer.apple.com", "mlr.cdn-apple.com",
+    "ml-site.cdn-apple.com",
+})
 _ARXIV = re.compile(r"/(?:abs|pdf)/(\d{4}\.\d{4,5}|[a-z][a-z.-]{1,20}/\d{7})(?:v\d{1,3})?(?:\.pdf)?/?", re.I)
 _OPENREVIEW_ID = re.compile(r"[A-Za-z0-9_-]{4,40}")
 _NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,99})")
@@ -127,22 +139,33 @@ def code_link(href: str, page_url: str) -> tuple[str, str] | None:
     return base, owner
 
 
-def pick_paper(anchors: Iterable[Anchor], page_url: str) -> str | None:
+def pick_paper(anchors: Iterable[Anchor], page_url: str, *, named_only: bool = False) -> str | None:
+    """The paper a link's text names, else (unless `named_only`) the only paper linked."""
     found = [(a, link) for a in anchors if (link := paper_link(a.href, page_url))]
     named = [link for a, link in found if _PAPER_WORDS.search(a.text)]
-    if named:
-        return named[0]
+    if named or named_only:
+        return named[0] if named else None
     distinct = list(dict.fromkeys(link for _, link in found))
     return distinct[0] if len(distinct) == 1 else None
 
 
 def pick_code(anchors: Iterable[Anchor], page_url: str) -> str | None:
+    """The repository a link's words call code, else the only repository under github.com/apple (its root
+    when the page links it, as well as a folder of it)."""
     found = [(a, *made) for a in anchors if (made := code_link(a.href, page_url))]
     named = [link for a, link, _ in found if _CODE_WORDS.search(a.text) or _CODE_WORDS.search(a.before[-60:])]
     if named:
         return named[0]
     apple = list(dict.fromkeys(link for _, link, owner in found if owner.lower() == "apple"))
-    return apple[0] if len(apple) == 1 else None
+    repositories = {_repository(link).lower() for link in apple}
+    if len(repositories) != 1:
+        return None
+    return next((link for link in apple if link == _repository(link)), apple[0])
+
+
+def _repository(link: str) -> str:
+    """https://github.com/<owner>/<repo> of a `code_link` (which may name a folder of it)."""
+    return "/".join(link.split("/")[:5])
 
 
 # --- venues ----------------------------------------------------------------------------------------------
@@ -190,7 +213,8 @@ _KNOWN: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("RecSys", r"\bRecSys\b", re.I),
         ("WSDM", r"\bWSDM\b", 0),
         ("CIKM", r"\bCIKM\b", 0),
-        ("FAccT", r"\bFAccT\b", re.I),
+        ("FAccT", r"\bFAccT\b|Conference on Fairness, Accountability,? and Transparency", re.I),
+        ("STOC", r"\bSTOC\b|Symposium on Theory of Computing", 0),
         ("MICCAI", r"\bMICCAI\b", 0),
         ("ISIT", r"\bISIT\b", 0),
         ("The Web Conference", r"\bThe Web Conference\b", re.I),
@@ -223,13 +247,12 @@ def venue_of(raw: str) -> str | None:
     venue, with the year written next to it), "NeurIPS 2024 workshop" (a workshop held there), else the phrase
     itself when it is short (MAX_VENUE_CHARS) and names a conference, workshop, symposium or journal; None
     otherwise. Only the first MAX_RAW_VENUE characters are read."""
-    text = " ".join(_NOT_PRINTED.sub(" ", raw[:MAX_RAW_VENUE]).split()).strip(" ,:;-\u2013\u2014")
+    text = _clean(raw)
     if not text:
         return None
-    known = [(found.start(), found.end(), name) for name, pattern in _KNOWN
-             if (found := pattern.search(text)) is not None]
-    if known:
-        start, end, name = min(known)
+    known = _first_known(text)
+    if known is not None:
+        start, end, name = known
         after = text[end:end + 40]
         year = _YEAR.search(after) or _YEAR.search(text[max(0, start - 20):start]) or _YEAR.search(text)
         short = None if year else _SHORT_YEAR.match(after.lstrip())
@@ -239,4 +262,74 @@ def venue_of(raw: str) -> str | None:
     text = re.sub(r"^(?:the|a|an)\s+", "", text, flags=re.I)
     if len(text) <= MAX_VENUE_CHARS and _NAMES_A_VENUE.search(text) and re.search(r"[^\W\d_]", text):
         return text
+    return None
+
+
+def _clean(raw: str) -> str:
+    return " ".join(_NOT_PRINTED.sub(" ", raw[:MAX_RAW_VENUE]).split()).strip(" ,:;-\u2013\u2014")
+
+
+def _first_known(text: str) -> tuple[int, int, str] | None:
+    """Where in `text` the first known venue is named, and its name."""
+    known = [(found.start(), found.end(), name) for name, pattern in _KNOWN
+             if (found := pattern.search(text)) is not None]
+    return min(known) if known else None
+
+
+# --- the site's tags ---------------------------------------------------------------------------------------
+
+_EVENT_PATHS = frozenset({"/research", "/highlights"})  # the lists of posts a tag links to, filtered by event
+_TAG_WORD = re.compile(r"\s*[Cc]onference(?![a-z])\s*")  # the word the site prints before a conference's name
+_CONTENT_TYPE = re.compile(r"\s*content\s*type\s*([^\W\d_]{1,30})", re.I)
+_YEARS_AND_WORKSHOPS = re.compile(r"(?<!\d)(?:19|20)\d\d(?!\d)|\bworkshops?\b", re.I)
+
+
+def venue_tag(href: str, text: str, page_url: str) -> str | None:
+    """The venue of the site's conference tag: a link to the site's posts of one event (/research/?event=ICML,
+    /highlights?event=NeurIPS), its words "conference ICML" (the word apart or not) or "Workshop at ICLR"
+    (event=ICLR%20Workshop). A known venue by its usual name ("ICML", "ICLR workshop", "FAccT" for "ACM
+    Conference on Fairness, Accountability, and Transparency"), else the tag's words when short; never a year
+    (a tag names none). None for any other link."""
+    url = absolute(href, page_url)
+    if url is None:
+        return None
+    parts = urlsplit(url)
+    if _host(url) not in {_host(page_url)} | APPLE_HOSTS or parts.path.rstrip("/") not in _EVENT_PATHS:
+        return None
+    event = (parse_qs(parts.query).get("event") or [""])[0]
+    if not _clean(event):
+        return None
+    label = text[word.end():] if (word := _TAG_WORD.match(text)) else text
+    for raw in (event, label):
+        if _first_known(_clean(raw)) is not None:
+            return venue_of(raw)
+    return next((said for raw in (label, event) if _is_label(said := _clean(raw))), None)
+
+
+def _is_label(text: str) -> bool:
+    return 2 <= len(text) <= MAX_VENUE_CHARS and re.search(r"[^\W\d_]", text) is not None
+
+
+def pick_venue(anchors: Iterable[Anchor], text: str, page_url: str, *, sentences: bool = True) -> str | None:
+    """The page's venue: its first conference tag (`venue_tag`) and, with `sentences`, the first venue its
+    sentences name (`venue_in`); the sentence's when it names the tag's venue (it says the year and the
+    workshop), the tag's when they differ, whichever there is otherwise."""
+    tag = next((venue for a in anchors if (venue := venue_tag(a.href, a.text, page_url))), None)
+    said = venue_in(text) if sentences else None
+    if tag is None or said is None:
+        return tag or said
+    return said if _bare(said) == _bare(tag) else tag
+
+
+def _bare(venue: str) -> str:
+    return " ".join(_YEARS_AND_WORKSHOPS.sub(" ", venue).split()).lower()
+
+
+def content_type(anchors: Iterable[Anchor]) -> str | None:
+    """What the site calls the post, from its label ("content type paper", "content type highlight"):
+    "paper", "highlight", …; None when the page has no such label."""
+    for anchor in anchors:
+        found = _CONTENT_TYPE.match(anchor.text)
+        if found is not None:
+            return found.group(1).lower()
     return None

@@ -1,5 +1,6 @@
-"""An item's own page (issue 55, point 3): its paper, code and venue read from pages modelled on the real site
-(tests/data/item_pages/, whose notes say where the shape comes from), served over loopback; missing fields,
+"""An item's own page (issue 55, point 3): its paper, code and venue read from pages in the structure of the
+real site (tests/data/item_pages/, whose notes say what stored copies confirm; tests/test_item_pages_stored.py
+reads those copies), served over loopback; missing fields,
 broken, relative and other-host links, a 5,000-character venue, pages that fail; politeness (one request per
 new item, the bot's User-Agent, a pace, a size cap) and what the store keeps, on both stores."""
 
@@ -65,13 +66,13 @@ class Sleeps:
 
 
 def test_the_realistic_page_gives_its_paper_code_and_venue_and_nothing_from_around_it() -> None:
-    """The "View publication" link (arXiv's PDF, version dropped: its abstract page), the code its text names
-    (written out in a sentence), "accepted at ICML 2025"; not the arXiv link the abstract cites, nor the
-    navigation's, the footer's or the related posts' papers, code and venues."""
+    """The "View publication" link (arXiv's PDF, version dropped: its abstract page), "View source code
+    (GitHub)", the conference tag "ICML" (a tag names no year, and the page says none); not the arXiv link
+    the abstract cites, nor the navigation's, the footer's or the related posts' papers, code and tags."""
     assert parse(page("normalizing-flows"), FLOWS) == PageFacts(
         paper_url="https://arxiv.org/abs/2412.06329",
         code_url="https://github.com/apple/ml-tarflow",
-        venue="ICML 2025",
+        venue="ICML",
     )
 
 
@@ -118,6 +119,48 @@ def test_broken_relative_and_other_host_links_are_resolved_or_dropped() -> None:
     assert parse(item_page("Links", body), url) == PageFacts()
     escaped = item_page("Links", '<p><a href="https://github.com/apple/ml-&lt;b&gt;">Code</a></p>')
     assert parse(escaped, url).code_url is None, "a name GitHub cannot hold"
+
+
+@pytest.mark.parametrize(
+    ("event", "sentence", "venue"),
+    [
+        ("ICML", "", "ICML"),  # the tag alone: no year
+        ("ICML", "<p>This paper was accepted at ICML 2025.</p>", "ICML 2025"),  # the sentence says the year
+        ("ICLR Workshop", "", "ICLR workshop"),
+        ("ICLR Workshop", "<p>This paper was accepted at the Workshop on Foo 2026 at ICLR.</p>",
+         "ICLR 2026 workshop"),
+        ("NeurIPS", "<p>It extends our work presented at ICML 2024.</p>", "NeurIPS"),  # the tag's
+        (None, "<p>This paper was accepted at Interspeech 2025.</p>", "Interspeech 2025"),
+    ],
+)
+def test_the_conference_tag_names_the_venue_and_a_sentence_naming_it_the_year(
+    event: str | None, sentence: str, venue: str
+) -> None:
+    related = ('<p><a href="/research/?event=CVPR">conference CVPR</a></p>'
+               "<p>This paper was accepted at CVPR 2020.</p>")  # another post's tag and sentence: not read
+    assert parse(item_page("T", sentence, event=event, related=related), f"{SITE}/research/t").venue == venue
+
+
+def test_a_highlight_names_only_what_it_calls_its_own() -> None:
+    """A highlight (its label "content type highlight") tells of other papers: a lone paper link and the
+    venues its sentences name are not its own; a link it calls the publication, its code and its tag are."""
+    body = ('<p>The method, in a paper accepted to CVPR 2025 (see <a href="https://arxiv.org/abs/2501.00001">'
+            'this</a>), is available <a href="https://github.com/apple/ml-x/">here</a>; a demo app is in '
+            '<a href="https://github.com/apple/ml-x/tree/main/app">its folder</a>.</p>')
+    highlight = item_page("H", body).replace(b"<span>content type</span> paper", b"content type highlight")
+    assert parse(highlight, f"{SITE}/research/h") == PageFacts(code_url="https://github.com/apple/ml-x")
+    named = item_page("H", body, publication="https://arxiv.org/abs/2501.00002", event="CVPR")
+    named = named.replace(b"<span>content type</span> paper", b"content type highlight")
+    assert parse(named, f"{SITE}/research/h") == PageFacts(
+        paper_url="https://arxiv.org/abs/2501.00002", code_url="https://github.com/apple/ml-x", venue="CVPR")
+    assert parse(item_page("P", body), f"{SITE}/research/p").venue == "CVPR 2025", "a paper's sentence counts"
+
+
+def test_a_paper_on_apples_paper_host_is_its_paper() -> None:
+    pdf = "https://ml-site.cdn-apple.com/papers/the-illusion-of-thinking.pdf"
+    assert parse(item_page("X", "<p>Text.</p>", publication=pdf), f"{SITE}/research/x").paper_url == pdf
+    image = "https://ml-site.cdn-apple.com/media/figure.png"
+    assert parse(item_page("X", "<p>Text.</p>", publication=image), f"{SITE}/research/x").paper_url is None
 
 
 def test_several_papers_and_no_named_one_say_nothing() -> None:
@@ -226,7 +269,7 @@ def test_enriching_stores_each_pages_facts_once_per_new_item(site: FeedServer, c
     assert sleeps.asked == [0.5], "paced"
     flows = store.get_item(FLOWS)
     assert flows is not None and (flows.paper_url, flows.code_url, flows.venue) == (
-        "https://arxiv.org/abs/2412.06329", "https://github.com/apple/ml-tarflow", "ICML 2025")
+        "https://arxiv.org/abs/2412.06329", "https://github.com/apple/ml-tarflow", "ICML")
     again = item_pages.enrich_pages(store, client, site.base, new, more=0, pace=0, sleep=sleeps)
     assert again.read == 0 and len(site.requests) == 2, "a page read is not read again by the next poll"
     rest = item_pages.enrich_pages(store, client, site.base, (), more=5, recheck=False, pace=0, sleep=sleeps)
@@ -351,7 +394,7 @@ def test_cli_backfill_pages_reads_each_page_once_at_its_pace_then_search_shows_a
     assert cli.main(["search", "venue:icml"]) == 0
     out = capsys.readouterr().out
     assert "Normalizing Flows are Capable Generative Models" in out and "Efficient Reasoning" not in out
-    assert ("paper: https://arxiv.org/abs/2412.06329 · code: https://github.com/apple/ml-tarflow · ICML 2025"
+    assert ("paper: https://arxiv.org/abs/2412.06329 · code: https://github.com/apple/ml-tarflow · ICML\n"
             in out)
 
 

@@ -3,9 +3,9 @@
     index_page(posts) -> bytes           # a Next.js-style HTML page, posts at props.pageProps.posts
     post(slug, title, body, published, authors=...) -> dict
     synthetic_posts(n) -> list[dict]     # n distinct made-up posts, newest first
-    item_page(title, body, publication=...) -> bytes   # an item's own page, in the shape of
-                                         # tests/data/item_pages/normalizing-flows.html (its notes say where
-                                         # that shape comes from)
+    item_page(title, body, publication=..., event=..., code=...) -> bytes   # an item's own page, in
+                                         # the structure of tests/data/item_pages/normalizing-flows.html (its
+                                         # notes say what stored copies of the site confirm of it)
 
 The shape follows a third-party scraper's description of the real page (slug, title, body as HTML or markdown,
 published, authors[], authorsOrdered, documentId); it is not a saved copy of the page.
@@ -18,6 +18,7 @@ import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 INDEX_FIXTURE = DATA / "apple_ml_research.html"
@@ -123,20 +124,33 @@ def synthetic_posts(
 
 
 def item_page(title: str, body: str, *, publication: str | None = None, related: str = "",
-              authors: str = "Ada Example, Bo Fixture") -> bytes:
-    """An item's own page as the site serves it (the shape of tests/data/item_pages/normalizing-flows.html):
-    the site's navigation, a header (research area, the title, the authors, a "View publication" link when
-    `publication` is given), `body` (HTML paragraphs), "Related readings and updates" with `related` (other
-    posts' teasers), a footer, and the page's __NEXT_DATA__ script."""
-    link = f'<a class="button" href="{html.escape(publication)}">View publication</a>' if publication else ""
+              authors: str = "Ada Example, Bo Fixture", event: str | None = None,
+              code: str | None = None) -> bytes:
+    """An item's own page as the site serves it (the structure of
+    tests/data/item_pages/normalizing-flows.html): the site's navigation; the header: a research area, the
+    conference tag of `event` ("conference ICML" to /research/?event=ICML; "Workshop at ICLR" for the event
+    "ICLR Workshop"), "content type paper", the title, the authors, "View publication" (`publication`) and
+    "View source code (GitHub)" (`code`) when given, "Copy Bibtex"; `body` (HTML paragraphs); "Related
+    readings and updates." with `related` (other posts' teasers); the footer; the page's __NEXT_DATA__
+    script."""
+    tags = ('<a href="/research/?domain=Methods%20and%20Algorithms"><span>research area</span> '
+            "Methods and Algorithms</a>")
+    if event is not None:
+        words = (f"Workshop at {html.escape(event.removesuffix(' Workshop'))}" if event.endswith(" Workshop")
+                 else f"<span>conference</span> {html.escape(event)}")
+        tags += f' | <a href="/research/?event={quote(event)}">{words}</a>'
+    links = "".join(f'<a class="button" href="{html.escape(href)}">{words}</a> ' for href, words in
+                    ((publication, "View publication"), (code, "View source code (GitHub)")) if href)
     data = json.dumps({"props": {"pageProps": {"post": {"title": title}}}, "page": "/research/[slug]"})
     return (
         '<!DOCTYPE html><html lang="en-US"><head><meta charSet="utf-8"/>'
         f"<title>{html.escape(title)} - Apple Machine Learning Research</title></head>"
         '<body><div id="__next"><nav><a href="/">Machine Learning Research</a> '
-        '<a href="/research">Research</a>'
-        '</nav><main><article><div class="post-header"><p>Research area Methods and Algorithms</p>'
-        f"<h1>{html.escape(title)}</h1><p>Authors: {html.escape(authors)}</p>{link}</div>"
+        '<a href="/research/">Publications</a>'
+        f'</nav><main><article><div class="post-header"><p>{tags}</p>'
+        '<p><a href="/research/"><span>content type</span> paper</a> | published June 2026</p>'
+        f"<h1>{html.escape(title)}</h1><p><span>Authors</span>{html.escape(authors)}</p>"
+        f'<div>{links}<button type="button">Copy Bibtex</button></div></div>'
         f'<div class="post-body">{body}</div></article>'
         f"<section><h2>Related readings and updates.</h2>{related}</section></main>"
         '<footer><a href="https://www.apple.com/legal/">Legal</a></footer></div>'
