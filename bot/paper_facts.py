@@ -148,7 +148,8 @@ def pick_code(anchors: Iterable[Anchor], page_url: str) -> str | None:
 # --- venues ----------------------------------------------------------------------------------------------
 
 # Venues known by name: (how it is written, the pattern that finds it, its flags); the one found first in
-# the text wins, and a spelled-out name is its own venue's ("North American Chapter of the ACL" is NAACL).
+# the text wins, the longer where two start at the same place ("SIGGRAPH Asia", not "SIGGRAPH"), and a
+# spelled-out name is its own venue's ("North American Chapter of the ACL" is NAACL).
 _SPELLED_OUT: tuple[tuple[str, str, int], ...] = (
     ("NeurIPS", r"\bNeurIPS\b|\bNIPS\b|Neural Information Processing Systems", re.I),
     ("ICML", r"\bICML\b|International Conference on Machine Learning\b", 0),
@@ -211,7 +212,7 @@ def venue_of(raw: str) -> str | None:
     known = [(found.start(), found.end(), name) for name, pattern in _KNOWN
              if (found := pattern.search(text)) is not None]
     if known:
-        start, end, name = min(known)
+        start, end, name = min(known, key=lambda found: (found[0], -found[1]))
         after = text[end:end + 40]
         year = _YEAR.search(after) or _YEAR.search(text[max(0, start - 20):start]) or _YEAR.search(text)
         short = None if year else _SHORT_YEAR.match(after.lstrip())
