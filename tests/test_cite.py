@@ -43,18 +43,6 @@ def slack(corpus: Store, slack_api: FakeSlack) -> Iterator[Slack]:
         yield app
 
 
-@pytest.fixture
-def hooks() -> Iterator[Recorder]:
-    with Recorder() as recorder:
-        yield recorder
-
-
-@pytest.fixture
-def logs(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
-    caplog.set_level("INFO")
-    return caplog
-
-
 def code_in(reply_blocks: list[dict[str, Any]]) -> str:
     """The text of a reply's code blocks, as a person copies it (Slack shows &amp; as &)."""
     chunks = [b["text"]["text"] for b in reply_blocks if b["type"] == "section"
@@ -155,8 +143,7 @@ def test_cite_on_a_post_answers_the_clicker_privately_with_the_entry(
     block_id, button = elements(blocks.item_message(item)["blocks"])[blocks.CITE_ACTION_ID]
     slack.action(slack_docs.click(button, block_id=block_id, response_url=hooks.url("/cite")))
     slack.drain()
-    assert hooks.wait_for(lambda r: bool(r.to("/cite")))
-    (reply,) = hooks.to("/cite")
+    reply = hooks.only("/cite")
     assert reply.json["response_type"] == "ephemeral" and reply.json["replace_original"] is False
     assert code_in(reply.json["blocks"]) == bibtex.entry(item)
     no_listener_error(logs)
@@ -173,8 +160,7 @@ def test_cite_on_an_item_whose_link_is_not_a_plain_url_cites_that_item(
     block_id, button = elements(blocks.item_message(odd)["blocks"])[blocks.CITE_ACTION_ID]
     slack.action(slack_docs.click(button, block_id=block_id, response_url=hooks.url("/odd")))
     slack.drain()
-    assert hooks.wait_for(lambda r: bool(r.to("/odd")))
-    (reply,) = hooks.to("/odd")
+    reply = hooks.only("/odd")
     assert code_in(reply.json["blocks"]) == bibtex.entry(odd)
     assert "url" not in entry_of(code_in(reply.json["blocks"]))[1]  # not a plain URL: left out
 
@@ -192,8 +178,7 @@ def test_cite_on_a_written_answers_cited_item_answers_that_item(
         ("Cite [2]", "cite_item_2"), ("Cite [1]", "cite_item_1")]
     slack.action(slack_docs.click(buttons["elements"][0], block_id="cited", response_url=hooks.url("/c2")))
     slack.drain()
-    assert hooks.wait_for(lambda r: bool(r.to("/c2")))
-    (reply,) = hooks.to("/c2")
+    reply = hooks.only("/c2")
     assert code_in(reply.json["blocks"]) == bibtex.entry(second)
     no_listener_error(logs)
 
