@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import html
 import json
-import re
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -191,8 +190,7 @@ def test_cite_in_a_paper_cards_menu_answers_by_ephemeral_message_when_response_u
     card = entities.paper(item, unfurl_url=item.link)
     assert card is not None
     (button,) = card.to_dict()["entity_payload"]["actions"]["overflow_actions"]
-    wrapper = json.loads((Path(__file__).parent / "data/slack/block_actions_work_object.json").read_text())
-    click = json.loads(re.sub(r",(\s*[}\]])", r"\1", wrapper["verbatim"]))
+    click = slack_docs.parsed("block_actions_work_object")
     click["container"].update(entity_url=item.link, external_ref={"id": item.id}, app_unfurl_url=item.link)
     click["actions"] = [{"type": "button", "text": {"type": "plain_text", "text": button["text"]},
                          "action_id": button["action_id"], "block_id": "TPdc", "value": button["value"],
