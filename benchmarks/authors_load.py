@@ -26,7 +26,7 @@ from dataclasses import replace
 from itertools import accumulate
 from typing import Any
 
-from benchmarks.bench_ingest import pct, synthetic
+from benchmarks.bench_ingest import add_in_batches, pct, synthetic
 from bot.author_follows import resolve
 from bot.models import Audience, Item
 from bot.route import Router
@@ -83,16 +83,9 @@ def names_to_try(pool: list[str], seed: int = 17) -> list[str]:
 
 
 def fill(store: Store, size: int) -> list[str]:
-    batch: list[Item] = []
-    pool = people(max(size // 2, 10))
-    for item in with_authors(size):
-        batch.append(item)
-        if len(batch) == BATCH:
-            store.add_items(batch)
-            batch = []
-    if batch:
-        store.add_items(batch)
-    return pool
+    """Stores `size` items with authors; the people they were drawn from."""
+    add_in_batches(store, with_authors(size), BATCH)
+    return people(max(size // 2, 10))
 
 
 def clocked(fn: Callable[[], object], runs: int, warmup: int = 1) -> tuple[list[float], list[float]]:

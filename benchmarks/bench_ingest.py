@@ -22,7 +22,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -36,7 +36,7 @@ from bot.errors import SearchError  # noqa: E402
 from bot.models import Item  # noqa: E402
 from bot.search import query as search  # noqa: E402
 from bot.search.index import STOPWORDS, SearchIndex  # noqa: E402
-from bot.store import SQLiteStore  # noqa: E402
+from bot.store import SQLiteStore, Store  # noqa: E402
 from tests.fakes.feed_server import FeedServer, Reply  # noqa: E402
 
 FIXTURE = ROOT / "tests" / "data" / "apple_ml_rss.xml"
@@ -66,6 +66,18 @@ def interleaved(fns: Sequence[Callable[[], object]], runs: int, warmup: int = 3)
             fn()
             values.append((time.perf_counter() - start) * 1000)
     return out
+
+
+def add_in_batches(store: Store, items: Iterable[Item], batch: int = 5_000) -> None:
+    """Store.add_items over `items`, `batch` at a time (as a backfill stores a large archive)."""
+    pending: list[Item] = []
+    for item in items:
+        pending.append(item)
+        if len(pending) == batch:
+            store.add_items(pending)
+            pending = []
+    if pending:
+        store.add_items(pending)
 
 
 def pct(values: list[float], q: float) -> float:
@@ -226,14 +238,7 @@ def bench_search(tmp: Path, sizes: list[int], runs: int) -> None:
         store = SQLiteStore(tmp / f"search-{size}.db")
         store.migrate()
         start = time.perf_counter()
-        batch: list[Item] = []
-        for item in synthetic(size):
-            batch.append(item)
-            if len(batch) == 5000:
-                store.add_items(batch)
-                batch = []
-        if batch:
-            store.add_items(batch)
+        add_in_batches(store, synthetic(size))
         ingest_s = time.perf_counter() - start
         print(f"  {size:,} items ingested with Store.add_items in {ingest_s:.1f} s")
         per_query: dict[str, list[float]] = {}

@@ -55,8 +55,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import authors_load  # noqa: E402
-from benchmarks.bench_ingest import QUERIES, pct, searchable, synthetic, timings  # noqa: E402
-from bot.models import Item  # noqa: E402
+from benchmarks.bench_ingest import QUERIES, add_in_batches, pct, searchable, synthetic, timings  # noqa: E402
 from bot.search import query as search  # noqa: E402
 from bot.search.embed import StaticModel  # noqa: E402
 from bot.search.engine import build  # noqa: E402
@@ -101,14 +100,7 @@ def postgres_store(url: str) -> Callable[[int], Any]:
 
 def ingest(store: Store, size: int) -> float:
     start = time.perf_counter()
-    batch: list[Item] = []
-    for item in synthetic(size):
-        batch.append(item)
-        if len(batch) == BATCH:
-            store.add_items(batch)
-            batch = []
-    if batch:
-        store.add_items(batch)
+    add_in_batches(store, synthetic(size), BATCH)
     return time.perf_counter() - start
 
 

@@ -3,19 +3,32 @@ fenced and marked as data; whatever the model writes goes to Slack with no link 
 
     token = fence_token()                          # 8 random hex digits, new for each prompt
     fenced("ITEM 2", item_text, token)             # <<<ITEM 2 3f9c01aa>>>\n...\n<<<END ITEM 2 3f9c01aa>>>
-    unlinked("Reset it at https://evil.example/reset now")   # ("Reset it at now", 1)
+    unlinked("Reset it at https://evil.example/reset now")   # ("Reset it at now", 1, sends_away=True)
 
 A fence's text cannot close it: it never holds the prompt's token, nor three `<` or `>` in a row. A model's
 sentence loses every address and link markup: `scheme://…` and `www.` addresses, host names with a path or
 a port, of three names of two letters or more, or ending in a common top-level domain (`evil.com`), Slack's
 `<url|text>` (the text stays) and `<url>`, markdown's `[text](url)` (the text stays) and HTML tags. A written
 answer links only to the items it cites, in the list under it, which the bot builds from the archive.
+
+What is left of a sentence is kept only when it still says something (`sensible`) and did not send its reader
+to a link it lost (`sends_away`): "Visit …", "Re-enter your password at …", "click here to …", "Download the
+weights from …" are instructions with nowhere left to go, or with somewhere to go that a model was told never
+to write. A link sent the reader away when
+- an address removed without a trace stood right after a word leading to it (a preposition: at, to, on, in,
+  from, via, under, into, onto; here; visit, see, open, click, follow, check out; or a colon): the sentence is
+  left pointing at nothing;
+- a link whose text stays has only "here", "click here", "this link" or "this page" for its text, or stands
+  right after at, via, visit, see, open, click, follow, check out, go to, head (over) to, navigate to or a
+  colon: its text is where the sentence sends the reader ("at the login page").
+An address in brackets, or a link's text read as a name ("the <…|paper> reports …"), sends no one anywhere.
 """
 
 from __future__ import annotations
 
 import re
 import secrets
+from typing import NamedTuple
 
 from bot.models import Item, shown_day
 
@@ -36,6 +49,11 @@ _URL = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s<>]*|\bwww\d{0,3}\.[^\s<>]+"
 _HOST = re.compile(r"\b((?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+([a-z]{2,24}))\b"  # names, then the TLD
                    r"((?::\d{1,5})?(?:/[^\s<>]*)?)", re.IGNORECASE)  # a port, a path
 _EMPTY = re.compile(r"\(\s*\)|\[\s*\]|<\s*>")
+_GO = r"visit|see|open|click|follow|check\s+out"  # words that send a reader to what follows them
+_LEADS_TO_GAP = re.compile(rf"(?:\b(?:at|to|on|in|from|via|under|into|onto|here|{_GO})|:)\s*$", re.IGNORECASE)
+_LEADS_TO_TEXT = re.compile(rf"(?:\b(?:at|via|{_GO}|(?:go|head(?:\s+over)?|navigate)\s+to)|:)\s*$",
+                            re.IGNORECASE)
+_POINTER = re.compile(r"\s*(?:(?:click\s+)?here|(?:this|the)\s+(?:link|page)|link)\s*", re.IGNORECASE)
 _FENCE_MARK = re.compile(r"<{3,}|>{3,}")
 
 
@@ -63,19 +81,35 @@ def item_text(item: Item) -> str:
     return f"{item.title} ({shown_day(item.published)})\n{' '.join(item.summary.split())[:1500]}"
 
 
-def unlinked(text: str) -> tuple[str, int]:
-    """`text` without any address or link markup (see the module docstring), and how many were removed."""
-    removed = 0
+class Unlinked(NamedTuple):
+    text: str  # without any address or link markup
+    removed: int  # how many were removed
+    sends_away: bool  # whether one of them was where the text sent its reader (see the module docstring)
+
+
+def unlinked(text: str) -> Unlinked:
+    """`text` without any address or link markup (see the module docstring), how many were removed, and
+    whether one was where the text sent its reader."""
+    removed, sends_away = 0, False
+
+    def before(match: re.Match[str]) -> str:
+        return match.string[max(0, match.start() - 40):match.start()]
 
     def label(match: re.Match[str]) -> str:  # the text a link shows, without its address
-        nonlocal removed
+        nonlocal removed, sends_away
         removed += 1
         shown = match.group(2) if match.re is _SLACK_LINK else match.group(1)
-        return shown or ""
+        if not shown:
+            return gone(match, counted=True)
+        if _POINTER.fullmatch(shown) or _LEADS_TO_TEXT.search(before(match)):
+            sends_away = True
+        return shown
 
-    def gone(match: re.Match[str]) -> str:
-        nonlocal removed
-        removed += 1
+    def gone(match: re.Match[str], counted: bool = False) -> str:
+        nonlocal removed, sends_away
+        removed += 0 if counted else 1
+        if _LEADS_TO_GAP.search(before(match)):
+            sends_away = True
         return ""
 
     def host(match: re.Match[str]) -> str:
@@ -93,7 +127,7 @@ def unlinked(text: str) -> tuple[str, int]:
     if removed:
         text = _EMPTY.sub("", text)
         text = re.sub(r"\s+([.!?,;:])", r"\1", " ".join(text.split()))
-    return text, removed
+    return Unlinked(text, removed, sends_away)
 
 
 def sensible(text: str) -> bool:

@@ -170,54 +170,38 @@ def _repository(link: str) -> str:
 
 # --- venues ----------------------------------------------------------------------------------------------
 
-# (how it is written, pattern): full names first, so "North American Chapter of the ACL" is NAACL, not ACL.
+# Venues known by name: (how it is written, the pattern that finds it, its flags); the one found first in
+# the text wins, the longer where two start at the same place ("SIGGRAPH Asia", not "SIGGRAPH"), and a
+# spelled-out name is its own venue's ("North American Chapter of the ACL" is NAACL).
+_SPELLED_OUT: tuple[tuple[str, str, int], ...] = (
+    ("NeurIPS", r"\bNeurIPS\b|\bNIPS\b|Neural Information Processing Systems", re.I),
+    ("ICML", r"\bICML\b|International Conference on Machine Learning\b", 0),
+    ("ICLR", r"\bICLR\b|International Conference on Learning Representations", 0),
+    ("NAACL", r"\bNAACL\b|North American Chapter of the Association for Computational Linguistics", 0),
+    ("EACL", r"\bEACL\b|European Chapter of the Association for Computational Linguistics", 0),
+    ("EMNLP", r"\bEMNLP\b|Empirical Methods in Natural Language Processing", 0),
+    ("ACL", r"\bACL\b|Annual Meeting of the Association for Computational Linguistics", 0),
+    ("CVPR", r"\bCVPR\b|Computer Vision and Pattern Recognition", 0),
+    ("ICCV", r"\bICCV\b|International Conference on Computer Vision\b", 0),
+    ("ECCV", r"\bECCV\b|European Conference on Computer Vision", 0),
+    ("COLM", r"\bCOLM\b|Conference on Language Modeling", 0),
+    ("TMLR", r"\bTMLR\b|Transactions on Machine Learning Research", 0),
+    ("JMLR", r"\bJMLR\b|Journal of Machine Learning Research", 0),
+    ("FAccT", r"\bFAccT\b|Conference on Fairness, Accountability,? and Transparency", re.I),
+    ("STOC", r"\bSTOC\b|Symposium on Theory of Computing", 0),
+)
+# Found as whole words only: written just so, or (the second list) in any case.
+_NAMES_AS_WRITTEN = ("ICASSP", "COLING", "AISTATS", "AAAI", "IJCAI", "KDD", "SIGIR", "CHI", "UIST", "COLT",
+                     "UAI", "WACV", "BMVC", "3DV", "ASRU", "SLT", "CoRL", "ICRA", "IROS", "WSDM", "CIKM",
+                     "MICCAI", "ISIT")
+_NAMES_IN_ANY_CASE = ("Interspeech", "SIGGRAPH Asia", "SIGGRAPH", "MLSys", "RecSys",
+                      "The Web Conference")
 _KNOWN: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (name, re.compile(pattern, flags))
     for name, pattern, flags in (
-        ("NeurIPS", r"\bNeurIPS\b|\bNIPS\b|Neural Information Processing Systems", re.I),
-        ("ICML", r"\bICML\b|International Conference on Machine Learning\b", 0),
-        ("ICLR", r"\bICLR\b|International Conference on Learning Representations", 0),
-        ("NAACL", r"\bNAACL\b|North American Chapter of the Association for Computational Linguistics", 0),
-        ("EACL", r"\bEACL\b|European Chapter of the Association for Computational Linguistics", 0),
-        ("EMNLP", r"\bEMNLP\b|Empirical Methods in Natural Language Processing", 0),
-        ("ACL", r"\bACL\b|Annual Meeting of the Association for Computational Linguistics", 0),
-        ("CVPR", r"\bCVPR\b|Computer Vision and Pattern Recognition", 0),
-        ("ICCV", r"\bICCV\b|International Conference on Computer Vision\b", 0),
-        ("ECCV", r"\bECCV\b|European Conference on Computer Vision", 0),
-        ("Interspeech", r"\bInterspeech\b", re.I),
-        ("ICASSP", r"\bICASSP\b", 0),
-        ("COLM", r"\bCOLM\b|Conference on Language Modeling", 0),
-        ("COLING", r"\bCOLING\b", 0),
-        ("AISTATS", r"\bAISTATS\b", 0),
-        ("AAAI", r"\bAAAI\b", 0),
-        ("IJCAI", r"\bIJCAI\b", 0),
-        ("KDD", r"\bKDD\b", 0),
-        ("SIGIR", r"\bSIGIR\b", 0),
-        ("SIGGRAPH Asia", r"\bSIGGRAPH Asia\b", re.I),
-        ("SIGGRAPH", r"\bSIGGRAPH\b", re.I),
-        ("CHI", r"\bCHI\b", 0),
-        ("UIST", r"\bUIST\b", 0),
-        ("COLT", r"\bCOLT\b", 0),
-        ("UAI", r"\bUAI\b", 0),
-        ("TMLR", r"\bTMLR\b|Transactions on Machine Learning Research", 0),
-        ("JMLR", r"\bJMLR\b|Journal of Machine Learning Research", 0),
-        ("WACV", r"\bWACV\b", 0),
-        ("BMVC", r"\bBMVC\b", 0),
-        ("3DV", r"\b3DV\b", 0),
-        ("ASRU", r"\bASRU\b", 0),
-        ("SLT", r"\bSLT\b", 0),
-        ("CoRL", r"\bCoRL\b", 0),
-        ("ICRA", r"\bICRA\b", 0),
-        ("IROS", r"\bIROS\b", 0),
-        ("MLSys", r"\bMLSys\b", re.I),
-        ("RecSys", r"\bRecSys\b", re.I),
-        ("WSDM", r"\bWSDM\b", 0),
-        ("CIKM", r"\bCIKM\b", 0),
-        ("FAccT", r"\bFAccT\b|Conference on Fairness, Accountability,? and Transparency", re.I),
-        ("STOC", r"\bSTOC\b|Symposium on Theory of Computing", 0),
-        ("MICCAI", r"\bMICCAI\b", 0),
-        ("ISIT", r"\bISIT\b", 0),
-        ("The Web Conference", r"\bThe Web Conference\b", re.I),
+        *_SPELLED_OUT,
+        *((name, rf"\b{name}\b", 0) for name in _NAMES_AS_WRITTEN),
+        *((name, rf"\b{name}\b", re.I) for name in _NAMES_IN_ANY_CASE),
     )
 )
 _CUE = re.compile(
@@ -273,7 +257,7 @@ def _first_known(text: str) -> tuple[int, int, str] | None:
     """Where in `text` the first known venue is named, and its name."""
     known = [(found.start(), found.end(), name) for name, pattern in _KNOWN
              if (found := pattern.search(text)) is not None]
-    return min(known) if known else None
+    return min(known, key=lambda found: (found[0], -found[1])) if known else None
 
 
 # --- the site's tags ---------------------------------------------------------------------------------------

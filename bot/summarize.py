@@ -345,7 +345,8 @@ def prompt(topic: str, items: list[Item]) -> list[dict[str, str]]:
 
 def parse_bullets(content: str, retrieved: int) -> list[Bullet]:
     """Bullets from a model's answer. A bullet citing nothing, or citing a number outside 1..retrieved, is
-    dropped (logged): what it says is not grounded in the retrieved items."""
+    dropped (logged): what it says is not grounded in the retrieved items. So is one that lost a link and has
+    too little left or sent its reader to it (bot.modeltext)."""
     bullets: list[Bullet] = []
     for line in content.splitlines():
         line = _BULLET.sub("", line).strip()
@@ -360,9 +361,9 @@ def parse_bullets(content: str, retrieved: int) -> list[Bullet]:
         if bad:
             log.warning("event=summary_bullet_dropped reason=cites_unretrieved numbers=%s", bad)
             continue
-        text, links = unlinked(text)
+        text, links, sends_away = unlinked(text)
         if links:  # a bullet links only to the items it cites (listed under it)
-            kept = sensible(text)
+            kept = sensible(text) and not sends_away
             log.warning("event=summary_links_removed links=%d bullet=%s", links,
                         "kept" if kept else "dropped")
             if not kept:

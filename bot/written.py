@@ -121,7 +121,7 @@ def _sentence_end(text: str) -> int | None:
 def check(raw: str, listed: int) -> Sentence | None:
     """A sentence with its citations and without any link (bot.modeltext.unlinked: it may link only to the
     items it cites, listed under the answer), or None (logged) when it cites nothing or an item not listed,
-    or has too little left once its links are gone."""
+    or has too little left once its links are gone, or sent its reader to one of them."""
     numbers = [int(n) for group in _CITATION.findall(raw) for n in re.findall(r"\d+", group)]
     written = " ".join(_CITATION.sub("", raw).replace("**", "").split())
     if not written.strip(".!?,;: "):
@@ -133,10 +133,10 @@ def check(raw: str, listed: int) -> Sentence | None:
     if bad:
         log.warning("event=written_sentence_dropped reason=cites_unlisted numbers=%s", bad[:5])
         return None
-    text, links = unlinked(written)
+    text, links, sends_away = unlinked(written)
     text = re.sub(r"\s+([.!?,;:])", r"\1", text).strip()
     if links:
-        kept = sensible(text)
+        kept = sensible(text) and not sends_away
         log.warning("event=written_links_removed links=%d sentence=%s", links, "kept" if kept else "dropped")
         if not kept:
             return None

@@ -18,6 +18,7 @@ import pytest
 
 from bot.store import Store, open_store
 from tests.fakes.archive import corpus_items
+from tests.fakes.recorder import Recorder
 from tests.fakes.slack_api import FakeSlack
 
 PG_URL = os.environ.get("TEST_DATABASE_URL", "").strip()
@@ -132,6 +133,20 @@ def slack_api() -> Iterator[FakeSlack]:
     """A FakeSlack on 127.0.0.1 (random port); `slack_api.url` is the SLACK_API_URL to use."""
     with FakeSlack() as fake:
         yield fake
+
+
+@pytest.fixture
+def hooks() -> Iterator[Recorder]:
+    """Where response_url posts go (in place of hooks.slack.com): a Recorder on 127.0.0.1 that answers 200."""
+    with Recorder() as recorder:
+        yield recorder
+
+
+@pytest.fixture
+def logs(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
+    """caplog, capturing INFO and above."""
+    caplog.set_level(logging.INFO)
+    return caplog
 
 
 # --- the local feed server (tests/fakes/feed_server.py) -------------------------------------------------

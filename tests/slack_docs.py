@@ -3,7 +3,8 @@
 Each file is a header of `key: value` lines (`source`: the page, `retrieved`, `shows`, `note`), a line `---`,
 then the example as the page shows it, untouched. `shows` says what it is: `envelope` (an Events API
 `event_callback` body), `event` (the inner event only), `payload` (an interactivity payload), `form` (a slash
-command's form, one field a line) or `response` (a Web API answer).
+command's form, one field a line), all four sent by Slack to the app (SENT_BY_SLACK); or `response` (a Web
+API answer) or `request` (a Web API method's argument, as the app sends it).
 
 What `parsed` corrects so the examples load (each example's `note` says which it needs):
 - a trailing comma before `}` or `]` (the `authorizations` of most event pages): dropped;
@@ -45,7 +46,8 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 DATA = Path(__file__).resolve().parent / "data" / "slack"
-SHOWS = ("envelope", "event", "payload", "form", "response")
+SENT_BY_SLACK = ("envelope", "event", "payload", "form")
+SHOWS = (*SENT_BY_SLACK, "response", "request")
 
 
 @dataclass(frozen=True)

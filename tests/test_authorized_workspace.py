@@ -5,9 +5,7 @@ stores."""
 
 from __future__ import annotations
 
-import io
 import json
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -21,7 +19,7 @@ from bot.server import EVENTS_PATH, Router
 from bot.store import Store
 from tests import slack_docs
 from tests.fakes.slack_api import FakeSlack
-from tests.fakes.slack_sender import APP_ID, SECRET, TOKEN, signed_headers
+from tests.fakes.slack_sender import SECRET, TOKEN, event_body, wsgi_post
 
 OURS, OTHER = "T0OURS", "T0OTHER"  # the workspace the bot is authorized in; the one a shared channel names
 SHARED = "C0SHARED"  # a Slack Connect channel both workspaces have subscribed
@@ -38,21 +36,7 @@ def app(store: Store, slack_api: FakeSlack) -> Iterator[Router]:
 
 def post_event(app: Router, event: dict[str, Any]) -> int:
     """An event as Slack sends it from a shared channel: `team_id` the other workspace, authorized in ours."""
-    body = json.dumps({
-        "token": "unused", "team_id": OTHER, "api_app_id": APP_ID, "type": "event_callback", "event": event,
-        "event_id": f"Ev{time.monotonic_ns()}", "event_time": int(time.time()),
-        "authorizations": [{"team_id": OURS, "user_id": "UFAKEBOT", "is_bot": True}],
-    }).encode()
-    headers = signed_headers(body, "application/json")
-    environ = {"REQUEST_METHOD": "POST", "PATH_INFO": EVENTS_PATH, "QUERY_STRING": "",
-               "CONTENT_TYPE": "application/json", "CONTENT_LENGTH": str(len(body)),
-               "HTTP_X_SLACK_REQUEST_TIMESTAMP": headers["X-Slack-Request-Timestamp"],
-               "HTTP_X_SLACK_SIGNATURE": headers["X-Slack-Signature"], "REMOTE_ADDR": "127.0.0.1",
-               "SERVER_NAME": "bot.test", "SERVER_PORT": "443", "SERVER_PROTOCOL": "HTTP/1.1",
-               "wsgi.url_scheme": "https", "wsgi.input": io.BytesIO(body)}
-    status: list[int] = []
-    b"".join(app(environ, lambda line, headers, exc_info=None: status.append(int(line.split()[0]))))
-    return status[0]
+    return wsgi_post(app, event_body(event, team=OTHER, authorized=OURS))
 
 
 def subscribed(store: Store) -> set[str]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import html
 import json
-import re
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -41,18 +40,6 @@ def slack(corpus: Store, slack_api: FakeSlack) -> Iterator[Slack]:
     """The signed app (HTTP, as Slack reaches the Request URL) over the 72 real posts, on each store."""
     with running(corpus, slack_api, "http") as app:
         yield app
-
-
-@pytest.fixture
-def hooks() -> Iterator[Recorder]:
-    with Recorder() as recorder:
-        yield recorder
-
-
-@pytest.fixture
-def logs(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
-    caplog.set_level("INFO")
-    return caplog
 
 
 def code_in(reply_blocks: list[dict[str, Any]]) -> str:
@@ -155,8 +142,7 @@ def test_cite_on_a_post_answers_the_clicker_privately_with_the_entry(
     block_id, button = elements(blocks.item_message(item)["blocks"])[blocks.CITE_ACTION_ID]
     slack.action(slack_docs.click(button, block_id=block_id, response_url=hooks.url("/cite")))
     slack.drain()
-    assert hooks.wait_for(lambda r: bool(r.to("/cite")))
-    (reply,) = hooks.to("/cite")
+    reply = hooks.only("/cite")
     assert reply.json["response_type"] == "ephemeral" and reply.json["replace_original"] is False
     assert code_in(reply.json["blocks"]) == bibtex.entry(item)
     no_listener_error(logs)
@@ -173,8 +159,7 @@ def test_cite_on_an_item_whose_link_is_not_a_plain_url_cites_that_item(
     block_id, button = elements(blocks.item_message(odd)["blocks"])[blocks.CITE_ACTION_ID]
     slack.action(slack_docs.click(button, block_id=block_id, response_url=hooks.url("/odd")))
     slack.drain()
-    assert hooks.wait_for(lambda r: bool(r.to("/odd")))
-    (reply,) = hooks.to("/odd")
+    reply = hooks.only("/odd")
     assert code_in(reply.json["blocks"]) == bibtex.entry(odd)
     assert "url" not in entry_of(code_in(reply.json["blocks"]))[1]  # not a plain URL: left out
 
@@ -192,8 +177,7 @@ def test_cite_on_a_written_answers_cited_item_answers_that_item(
         ("Cite [2]", "cite_item_2"), ("Cite [1]", "cite_item_1")]
     slack.action(slack_docs.click(buttons["elements"][0], block_id="cited", response_url=hooks.url("/c2")))
     slack.drain()
-    assert hooks.wait_for(lambda r: bool(r.to("/c2")))
-    (reply,) = hooks.to("/c2")
+    reply = hooks.only("/c2")
     assert code_in(reply.json["blocks"]) == bibtex.entry(second)
     no_listener_error(logs)
 
@@ -206,8 +190,7 @@ def test_cite_in_a_paper_cards_menu_answers_by_ephemeral_message_when_response_u
     card = entities.paper(item, unfurl_url=item.link)
     assert card is not None
     (button,) = card.to_dict()["entity_payload"]["actions"]["overflow_actions"]
-    wrapper = json.loads((Path(__file__).parent / "data/slack/block_actions_work_object.json").read_text())
-    click = json.loads(re.sub(r",(\s*[}\]])", r"\1", wrapper["verbatim"]))
+    click = slack_docs.parsed("block_actions_work_object")
     click["container"].update(entity_url=item.link, external_ref={"id": item.id}, app_unfurl_url=item.link)
     click["actions"] = [{"type": "button", "text": {"type": "plain_text", "text": button["text"]},
                          "action_id": button["action_id"], "block_id": "TPdc", "value": button["value"],

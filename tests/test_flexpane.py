@@ -8,7 +8,6 @@ from __future__ import annotations
 import copy
 import json
 import logging
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,17 +33,8 @@ from tests.test_unfurls import App
 from tests.test_unfurls import app as app  # noqa: F401 - the signed app over each store, with FakeSlack
 
 ROOT = Path(__file__).resolve().parents[1]
-SLACK_DOCS = ROOT / "tests" / "data" / "slack"
 SLACK_TEAM, SLACK_USER = "T123ABC456", "U123ABC456"  # the workspace and person of Slack's examples
 UNUSED = "http://127.0.0.1:9/unused"  # a response_url nothing answers (Slack's example names hooks.slack.com)
-
-
-def documented(name: str) -> Any:
-    """Slack's example payload kept in tests/data/slack/<name> ({"source", "verbatim"}), parsed (a trailing
-    comma Slack's example has before a closing brace is dropped first)."""
-    wrapper = json.loads((SLACK_DOCS / name).read_text())
-    assert wrapper["source"].startswith("https://docs.slack.dev/")
-    return json.loads(re.sub(r",(\s*[}\]])", r"\1", wrapper["verbatim"]))
 
 
 def send_event(app: App, body: dict[str, Any]) -> None:
@@ -152,7 +142,7 @@ def test_the_flexpanes_save_saves_through_the_save_listener(
     [card] = slack_api.unfurls[0]["metadata"]["entities"]
     send_event(app, opened(card))
     [save, _read] = slack_api.presented[0]["metadata"]["entity_payload"]["actions"]["primary_actions"]
-    click = documented("block_actions_work_object.json")  # Slack's example: an action on a Work Object unfurl
+    click = slack_docs.parsed("block_actions_work_object")  # Slack's: an action on a Work Object unfurl
     click["container"].update(type="entity_detail", entity_url=card["url"],  # from the flexpane, on our card
                                external_ref=card["external_ref"], app_unfurl_url=item.link)
     click["actions"] = [{"type": "button", "text": {"type": "plain_text", "text": save["text"]},
@@ -230,7 +220,7 @@ def test_slack_refusing_the_flexpane_is_one_log_line(
 
 def test_the_fake_takes_slacks_documented_flexpane_and_refuses_an_unfurls_shape(slack_api: FakeSlack) -> None:
     client = WebClient(token="xoxb-test", base_url=slack_api.url)
-    documented_metadata = documented("entity_presentDetails_metadata.json")
+    documented_metadata = slack_docs.parsed("entity_presentDetails_metadata")
     client.entity_presentDetails(trigger_id="1.2.3", metadata=documented_metadata)
     client.entity_presentDetails(trigger_id="1.2.3", error={"status": "not_found"})
     assert [call.get("metadata") for call in slack_api.presented] == [documented_metadata, None]

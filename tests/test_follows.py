@@ -309,12 +309,6 @@ def app(store: Store, slack_api: FakeSlack) -> Iterator[App]:
     running.stop()
 
 
-@pytest.fixture
-def hooks() -> Iterator[Recorder]:
-    with Recorder() as recorder:
-        yield recorder
-
-
 def published(slack: FakeSlack, user: str, count: int) -> dict[str, Any]:
     """The `count`-th view published to `user`'s App Home (waiting for it)."""
     def views(fake: FakeSlack) -> list[dict[str, Any]]:

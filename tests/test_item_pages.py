@@ -195,6 +195,8 @@ def test_a_page_rendered_in_the_browser_is_read_from_its_data() -> None:
         ("NAACL 2025 Findings", "NAACL 2025"),
         ("CVPR'24", "CVPR 2024"),
         ("TMLR", "TMLR"),
+        ("SIGGRAPH Asia 2024", "SIGGRAPH Asia 2024"),
+        ("siggraph 2024", "SIGGRAPH 2024"),
         ("the Machine Learning for Health Symposium 2025", "Machine Learning for Health Symposium 2025"),
         ("a later date, and we thank the reviewers", None),
         ("<!channel> Workshop", "<!channel> Workshop"),  # kept as text: escaped where it is shown

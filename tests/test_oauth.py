@@ -5,7 +5,6 @@ forgets the workspace; and no token or secret ever reaches the logs."""
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 import re
@@ -46,7 +45,7 @@ from tests.fakes.slack_sender import (
     clean_env,
     command_body,
     event_body,
-    signed_headers,
+    wsgi_post,
 )
 
 DATA = ROOT / "tests" / "data"
@@ -681,17 +680,3 @@ def test_the_app_home_of_each_workspace_shows_only_its_own_subscriptions_saves_a
         mine, theirs = ("alpha", "beta") if team == "TA" else ("beta", "alpha")
         assert f"{mine}-keyword" in text and f"{mine}-follow" in text
         assert f"{theirs}-keyword" not in text and f"{theirs}-follow" not in text, other
-
-
-def wsgi_post(app: Router, body: bytes) -> int:
-    """A signed Events API request into `app` (the serve Router) in this process; its HTTP status."""
-    headers = signed_headers(body, "application/json")
-    environ = {"REQUEST_METHOD": "POST", "PATH_INFO": EVENTS_PATH, "QUERY_STRING": "",
-               "CONTENT_TYPE": "application/json", "CONTENT_LENGTH": str(len(body)),
-               "HTTP_X_SLACK_REQUEST_TIMESTAMP": headers["X-Slack-Request-Timestamp"],
-               "HTTP_X_SLACK_SIGNATURE": headers["X-Slack-Signature"], "REMOTE_ADDR": "127.0.0.1",
-               "SERVER_NAME": "bot.test", "SERVER_PORT": "443", "SERVER_PROTOCOL": "HTTP/1.1",
-               "wsgi.url_scheme": "https", "wsgi.input": io.BytesIO(body)}
-    status: list[int] = []
-    b"".join(app(environ, lambda line, headers, exc_info=None: status.append(int(line.split()[0]))))
-    return status[0]

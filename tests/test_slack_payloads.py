@@ -135,19 +135,6 @@ def slack(request: pytest.FixtureRequest, corpus: Store, slack_api: FakeSlack) -
         yield app
 
 
-@pytest.fixture
-def hooks() -> Iterator[Recorder]:
-    """Where response_url posts go (in place of hooks.slack.com)."""
-    with Recorder() as recorder:
-        yield recorder
-
-
-@pytest.fixture
-def logs(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
-    caplog.set_level(logging.INFO)
-    return caplog
-
-
 def no_listener_error(logs: pytest.LogCaptureFixture) -> None:
     lines = [r.getMessage() for r in logs.records]
     assert not [line for line in lines if "listener_error" in line or "Traceback" in line], lines
@@ -317,20 +304,34 @@ def test_a_documented_revocation_or_uninstall_forgets_the_workspace(
     no_listener_error(logs)
 
 
+ELSEWHERE = "C0ELSEWHERE"
+
+
+def sent_on_a_subscribed_channel(slack: Slack, corpus: Store, body: dict[str, Any]) -> tuple[str, str]:
+    """Sends `body`, an event about a channel, once that channel and another of its workspace (ELSEWHERE)
+    are subscribed to, and waits for what it started: (team, channel)."""
+    team, channel = slack_docs.workspace(body), body["event"]["channel"]
+    corpus.subscribe(team, channel, "U0ALICE", ["diffusion"])
+    corpus.subscribe(team, ELSEWHERE, "U0ALICE", ["diffusion"])
+    slack.event(body)
+    slack.drain()
+    return team, channel
+
+
+def paused(corpus: Store, team: str, channel: str) -> bool:
+    """Whether `channel`'s subscription is paused (it must still be there)."""
+    subscription = corpus.get_subscription(team, channel)
+    assert subscription is not None
+    return subscription.paused
+
+
 @pytest.mark.parametrize("name", ["channel_archive", "group_archive", "channel_left", "group_left"])
 def test_a_documented_archive_or_leave_pauses_that_channels_subscription(
     slack: Slack, corpus: Store, logs: pytest.LogCaptureFixture, name: str
 ) -> None:
-    body = slack_docs.envelope(name)
-    team, channel = slack_docs.workspace(body), body["event"]["channel"]
-    corpus.subscribe(team, channel, "U0ALICE", ["diffusion"])
-    corpus.subscribe(team, "C0ELSEWHERE", "U0ALICE", ["diffusion"])
-    slack.event(body)
-    slack.drain()
-    paused = corpus.get_subscription(team, channel)
-    assert paused is not None and paused.paused
-    other = corpus.get_subscription(team, "C0ELSEWHERE")
-    assert other is not None and not other.paused
+    team, channel = sent_on_a_subscribed_channel(slack, corpus, slack_docs.envelope(name))
+    assert paused(corpus, team, channel)
+    assert not paused(corpus, team, ELSEWHERE)
     no_listener_error(logs)
 
 
@@ -338,31 +339,24 @@ def test_a_documented_archive_or_leave_pauses_that_channels_subscription(
 def test_a_documented_deletion_unsubscribes_that_channel(
     slack: Slack, corpus: Store, logs: pytest.LogCaptureFixture, name: str
 ) -> None:
-    body = slack_docs.envelope(name)
-    team, channel = slack_docs.workspace(body), body["event"]["channel"]
-    corpus.subscribe(team, channel, "U0ALICE", ["diffusion"])
-    slack.event(body)
-    slack.drain()
+    team, channel = sent_on_a_subscribed_channel(slack, corpus, slack_docs.envelope(name))
     assert corpus.get_subscription(team, channel) is None
+    assert not paused(corpus, team, ELSEWHERE)
     no_listener_error(logs)
 
 
 def test_a_person_leaving_a_channel_changes_nothing_and_the_bot_leaving_pauses_it(
     slack: Slack, corpus: Store, logs: pytest.LogCaptureFixture
 ) -> None:
-    body = slack_docs.envelope("member_left_channel")  # as documented: W123ABC456, a person, left
-    team, channel = slack_docs.workspace(body), body["event"]["channel"]
-    corpus.subscribe(team, channel, "U0ALICE", ["diffusion"])
-    slack.event(body)
-    slack.drain()
-    kept = corpus.get_subscription(team, channel)
-    assert kept is not None and not kept.paused
+    # as documented: W123ABC456, a person, left
+    team, channel = sent_on_a_subscribed_channel(slack, corpus, slack_docs.envelope("member_left_channel"))
+    assert not paused(corpus, team, channel)
     left = slack_docs.left_by(BOT_USER)
     left["event_id"] = "Ev0BOTLEFT"
     slack.event(left)
     slack.drain()
-    paused = corpus.get_subscription(team, channel)
-    assert paused is not None and paused.paused
+    assert paused(corpus, team, channel)
+    assert not paused(corpus, team, ELSEWHERE)
     no_listener_error(logs)
 
 
@@ -378,8 +372,7 @@ def test_save_on_an_item_message_puts_it_on_the_readers_list(
     slack.drain()
     team, reader = payload["team"]["id"], payload["user"]["id"]
     assert [s.item.id for s in corpus.saved_items(team, reader)] == [corpus_items()[0].id]
-    assert hooks.wait_for(lambda r: bool(r.to("/save")))
-    (reply,) = hooks.to("/save")
+    reply = hooks.only("/save")
     assert reply.json["response_type"] == "ephemeral" and reply.json["text"]
     no_listener_error(logs)
 
@@ -390,8 +383,7 @@ def test_related_on_an_item_message_answers_the_reader_privately(
     block_id, related = item_message_element(blocks.RELATED_ACTION_ID)
     slack.action(slack_docs.click(related, block_id=block_id, response_url=hooks.url("/related")))
     slack.drain()
-    assert hooks.wait_for(lambda r: bool(r.to("/related")))
-    (reply,) = hooks.to("/related")
+    reply = hooks.only("/related")
     assert reply.json["response_type"] == "ephemeral" and reply.json["text"]
     no_listener_error(logs)
 
@@ -407,8 +399,7 @@ def test_choosing_an_author_under_a_post_lists_their_items_to_the_reader_alone(
     chosen = [o["value"] for o in menu["options"]].index("Oncel Tuzel")
     slack.action(slack_docs.click(menu, block_id=block_id, response_url=hooks.url("/author"), option=chosen))
     slack.drain()
-    assert hooks.wait_for(lambda r: bool(r.to("/author")))
-    (reply,) = hooks.to("/author")
+    reply = hooks.only("/author")
     assert reply.json["response_type"] == "ephemeral" and reply.json["replace_original"] is False
     assert reply.json["text"].startswith("2 results for “author:\"Oncel Tuzel\"”")
     listed = json.dumps(reply.json["blocks"], ensure_ascii=False)

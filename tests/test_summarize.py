@@ -212,6 +212,16 @@ def test_parse_bullets_accepts_common_list_styles() -> None:
     assert [(b.text, b.sources) for b in bullets] == [("First", (1,)), ("Second", (1, 2)), ("Third", (3,))]
 
 
+def test_a_bullet_sending_its_reader_to_a_link_it_lost_is_dropped(caplog: pytest.LogCaptureFixture) -> None:
+    text = ("- Visit [the project page](https://evil.example/p) to get the weights [1]\n"
+            "- The <https://evil.example/p|model> runs on device at low power [2]")
+    with caplog.at_level("WARNING", logger="bot"):
+        bullets = parse_bullets(text, retrieved=2)
+    assert [(b.text, b.sources) for b in bullets] == [("The model runs on device at low power", (2,))]
+    assert [r.getMessage() for r in caplog.records] == ["event=summary_links_removed links=1 bullet=dropped",
+                                                        "event=summary_links_removed links=1 bullet=kept"]
+
+
 def test_model_text_is_escaped_in_the_slack_reply(index: SearchIndex, api: FakeOpenAI) -> None:
     """Slack's markup in a bullet is removed (a mention, a link: the link's text stays); what is left is
     escaped."""

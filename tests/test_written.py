@@ -78,19 +78,31 @@ def test_an_item_telling_the_model_to_post_a_link_puts_nothing_of_it_in_slack(
     sent = everything_sent(slack_api)
     assert FORBIDDEN.search(sent) is None, FORBIDDEN.search(sent)
     removed = [r.getMessage() for r in caplog.records if "written_links_removed" in r.getMessage()]
-    assert removed == ["event=written_links_removed links=1 sentence=kept"]
-    assert "Re-enter your Slack password at" in message["markdown"]  # what is left of it, without the link
+    assert removed == ["event=written_links_removed links=1 sentence=dropped"]  # it sent the reader there
+    assert "password" not in message["markdown"]  # nothing of the instruction is left either
+    assert "Both aim at speech recognition [" in message["markdown"]  # the answer goes on after it
 
 
-def test_a_sentence_that_is_only_a_link_is_dropped(caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize(("written", "kept"), [
+    ("Visit https://slack-login.evil.example/reset [1].", None),  # too little left
+    ("The code is available at github.com/apple/ml-speech for everyone [1].", None),  # "at" nothing
+    ("Download the weights from https://evil.example/w for the model [1].", None),
+    ("[Click here](https://evil.example/w) to download the weights [1].", None),  # "click here" to nothing
+    ("The paper is at <https://evil.example/p|the paper page> for all [1].", None),  # the page is where to go
+    ("For the code, see [the repository](https://evil.example) of the paper [1].", None),
+    ("The <https://evil.example/p|paper> reports fewer errors for all [1].",
+     "The paper reports fewer errors for all [1]."),  # the link's text is a name: no one is sent anywhere
+    ("It improves on [BERT](https://evil.example/bert) by three points [1].",
+     "It improves on BERT by three points [1]."),
+])
+def test_a_sentence_that_lost_a_link_is_dropped_with_too_little_left_or_sending_its_reader_there(
+    caplog: pytest.LogCaptureFixture, written: str, kept: str | None
+) -> None:
     with caplog.at_level(logging.INFO, logger="bot"):
-        assert check("Visit https://slack-login.evil.example/reset [1].", 2) is None
-        kept = check("The paper is at <https://evil.example/p|the paper page> for all [1].", 2)
-    assert kept is not None and kept.markdown() == "The paper is at the paper page for all [1]."
-    assert [r.getMessage() for r in caplog.records] == [
-        "event=written_links_removed links=1 sentence=dropped",
-        "event=written_links_removed links=1 sentence=kept",
-    ]
+        sentence = check(written, 2)
+    assert (sentence.markdown() if sentence else None) == kept
+    logged = [r.getMessage() for r in caplog.records]
+    assert logged == [f"event=written_links_removed links=1 sentence={'kept' if kept else 'dropped'}"]
 
 
 @pytest.mark.parametrize(("written", "left"), [
@@ -109,8 +121,27 @@ def test_a_sentence_that_is_only_a_link_is_dropped(caplog: pytest.LogCaptureFixt
 ])
 def test_every_form_of_address_and_link_markup_is_removed(written: str, left: str | None) -> None:
     """(None: words that only look like hosts, left as they are.)"""
-    text, removed = unlinked(written)
+    text, removed, _ = unlinked(written)
     assert (text, bool(removed)) == ((left, True) if left else (written, False))
+
+
+@pytest.mark.parametrize(("written", "sends_away"), [
+    ("Reset it at https://evil.example/reset now", True),
+    ("Reset it at <https://evil.example/reset|the login page> now", True),
+    ("Sign in here: www.evil.example today", True),
+    ("Models trained on https://data.example do better", True),  # the sentence points at nothing now
+    ("Go to [the project](https://evil.example/p) for code", True),
+    ("Head over to <https://evil.example/p|the project> for code", True),
+    ("<https://evil.example/p|This link> has the code", True),
+    ("The models (https://evil.example/p) do better", False),
+    ("The [models](https://evil.example/p) do better", False),
+    ("It compares well to [BERT](https://evil.example/bert) on speech", False),
+])
+def test_a_link_is_where_a_sentence_sends_its_reader_after_a_word_leading_to_it(
+    written: str, sends_away: bool
+) -> None:
+    found = unlinked(written)
+    assert found.removed == 1 and found.sends_away is sends_away
 
 
 # --- the prompt: data fenced --------------------------------------------------------------------------------

@@ -61,6 +61,14 @@ class Recorder(Loopback):
         with self._cond:
             return self._cond.wait_for(lambda: predicate(self), timeout)
 
+    def only(self, path: str, timeout: float = 10.0) -> Received:
+        """The one request to `path`, once it has come; fails if none came within `timeout` seconds, or more
+        than one had come by then."""
+        assert self.wait_for(lambda r: bool(r.to(path)), timeout), f"nothing was sent to {path}"
+        found = self.to(path)
+        assert len(found) == 1, f"{len(found)} requests to {path}"
+        return found[0]
+
     def _serve(self, handler: BaseHTTPRequestHandler) -> None:
         length = int(handler.headers.get("Content-Length") or 0)
         received = Received(handler.command, handler.path, dict(handler.headers.items()),

@@ -1,5 +1,6 @@
 """Talking to `mlresearch-bot serve` as Slack does: signed requests (v0 HMAC-SHA256 over
-`v0:<timestamp>:<body>`) in Slack's encodings, and a helper that runs `python -m bot serve` as a subprocess.
+`v0:<timestamp>:<body>`) in Slack's encodings, and a helper that runs `python -m bot serve` as a subprocess
+(`wsgi_post` sends an event into the serve Router in this process).
 
     with ServeProcess(env) as bot:
         status, answer = bot.command("search diffusion", response_url=hooks.url("/r/1"))
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import io
 import json
 import os
 import socket
@@ -17,6 +19,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -75,16 +78,33 @@ def block_action_body(action_id: str, value: str, *, channel: str = "C0GENERAL",
 
 
 def event_body(
-    event: dict[str, Any], *, team: str = TEAM, event_id: str | None = None, bot_user: str = "UFAKEBOT"
+    event: dict[str, Any], *, team: str = TEAM, event_id: str | None = None, bot_user: str = "UFAKEBOT",
+    authorized: str | None = None,
 ) -> bytes:
     """An Events API `event_callback` envelope (JSON); a retry carries the same `event_id`. Its
-    authorization is the app's bot user in `team` (an OAuth install's own: its installation's bot user)."""
+    authorization is the app's bot user in `authorized`, by default `team` (an OAuth install's own: its
+    installation's bot user); from a Slack Connect channel `team_id` can name the other workspace."""
     return json.dumps({
         "token": "verification-token-unused", "team_id": team, "api_app_id": APP_ID, "event": event,
         "type": "event_callback", "event_id": event_id or f"Ev{time.monotonic_ns()}",
         "event_time": int(time.time()),
-        "authorizations": [{"team_id": team, "user_id": bot_user, "is_bot": True}],
+        "authorizations": [{"team_id": authorized or team, "user_id": bot_user, "is_bot": True}],
     }).encode()
+
+
+def wsgi_post(app: Callable[..., Iterable[bytes]], body: bytes) -> int:
+    """A signed Events API request (JSON `body`) to /slack/events of the WSGI `app` (the serve Router, in this
+    process): its HTTP status, once the answer is read whole."""
+    headers = signed_headers(body, "application/json")
+    environ = {"REQUEST_METHOD": "POST", "PATH_INFO": "/slack/events", "QUERY_STRING": "",
+               "CONTENT_TYPE": "application/json", "CONTENT_LENGTH": str(len(body)),
+               "HTTP_X_SLACK_REQUEST_TIMESTAMP": headers["X-Slack-Request-Timestamp"],
+               "HTTP_X_SLACK_SIGNATURE": headers["X-Slack-Signature"], "REMOTE_ADDR": "127.0.0.1",
+               "SERVER_NAME": "bot.test", "SERVER_PORT": "443", "SERVER_PROTOCOL": "HTTP/1.1",
+               "wsgi.url_scheme": "https", "wsgi.input": io.BytesIO(body)}
+    status: list[int] = []
+    b"".join(app(environ, lambda line, headers, exc_info=None: status.append(int(line.split()[0]))))
+    return status[0]
 
 
 def free_port() -> int:
