@@ -24,15 +24,10 @@ address: a post's link is searched as the item at it), then
   where they make one of the glossary's plain forms ("what is in my photos", "on the phone"); a
   hyphenated word ("on-device") and "quoted words" are searched as a phrase; `type:`, `author:`, `since:` and
   `until:` written out are kept as they are.
-A follow-up is combined with the thread's previous question, as a person means it: "and on vision?", "what
-about vision?", "how about vision?", "same for vision", "also vision?" ask about vision in place of the topic;
-"only the on-device ones", "just on-device", "of those, which are about on-device?", "which of these mention
-privacy?" add words to the topic (narrow it), and so does a filter alone ("and type:paper?"). Either way the
-question keeps its kind: the action (a summary stays a summary) unless a new one is named, the dates (a
-thread about "this year" asks "and on vision?" of this year too) unless new ones are said ("and last year?")
-or "ever" / "any time" drops them, and its `type:`/`author:` filters. "And?" or "what about it?" ask the same
-again. A question is cut (not refused) to what the search accepts (`MAX_QUERY_CHARS`, `MAX_TERMS`), and the
-answer says so.
+A follow-up is combined with the thread's previous question, as a person means it (bot.ask_followup: "and on
+vision?" asks about vision in place of the topic, "only the on-device ones" narrows it; the action, the dates
+and the filters carry over). A question is cut (not refused) to what the search accepts (`MAX_QUERY_CHARS`,
+`MAX_TERMS`), and the answer says so.
 """
 
 from __future__ import annotations
@@ -45,6 +40,7 @@ from dataclasses import dataclass, replace
 from datetime import date, timedelta
 from typing import Any
 
+from bot.ask_followup import FILTER_TOKEN, carried, lead_in, replaces
 from bot.blocks import escape
 from bot.search import glossary
 from bot.search.query import LINK, MAX_QUERY_CHARS, MAX_TERMS
@@ -92,30 +88,9 @@ _LATEST_YEAR = re.compile(rf"\b({_LATEST_WORD})\s+((?:19|20)\d\d)\b(?![-.]\d)", 
 # news ("the latest updates on speech" is the speech search); "papers" is filler
 _LATEST_UPDATES = re.compile(rf"\b{_LATEST_WORD}\s+(?:(?:{_HOW_MANY})\s+)?(updates)\b", re.I)
 _HERE = re.compile(r"\b(?:(?:in|on|for)\s+)?(?:here|this\s+channel)\b", re.I)
-# A follow-up's first words say how it changes the thread's question. Words that lead into either:
-_LEAD = r"(?:(?:and|but|also|plus|so|well|ok|okay|now|then)\b[\s,]*)"
-# ... narrowing it (its words added to the topic): "only the X ones", "just X", "of those, which are about X",
-# "which of these mention X", "those about X", "narrow it down to X", "filter them by X"
-_NARROW = re.compile(
-    rf"""^\s*{_LEAD}*(?:
-      only | just | solely
-    | (?:(?:which|what|any)\s+(?:ones\s+)?)?(?:of|among|from|within)\s+(?:those|these|them|that|this)
-    | (?:those|these|the\s+ones)\s+(?:about|on|with|that|which|mentioning)
-    | (?:narrow|filter)(?:\s+(?:it|that|this|them|those|these))?(?:\s+down)?\s+(?:to|by|on|for)
-    )\b""", re.I | re.VERBOSE)
-# ... or asking the same about something else (its words in place of the topic): "and on X?", "what about X?",
-# "how about X?", "what of X?", "same for X", "also X?"
-_REPLACE = re.compile(
-    rf"^\s*(?:{_LEAD}*(?:(?:what|how)\s+about|what\s+of|same\s+(?:for|with|on|about))\b|{_LEAD}+)", re.I)
-# No date limit: "and on diffusion, ever?" (a follow-up otherwise keeps the thread's dates)
-_ANY_TIME = re.compile(r"\bever\b|\b(?:(?:at\s+)?any\s*time|(?:of\s+)?all[-\s]time)\b(?=\s*(?:[?!.,;]|$))",
-                       re.I)
-_FILTER_TOKEN = re.compile(r"(?:since|until|type|authors?):(?:\"[^\"]*\"?|“[^”]*”?|\S*)", re.I)
 _QUOTED = re.compile(r"(?:(?<!\S)-)?(?:\"[^\"]*\"|“[^”]*”)")  # a phrase, or one to leave out: -"hey siri"
 _WORD = re.compile(r"\w", re.UNICODE)
 _STRIP = "?!.,;:()[]{}'\"“”‘’*_~`"
-# Question words, filler and words every item shares are dropped from the topic (bot.search.words.FILLER).
-FOLLOWUP_WORDS = frozenset({"also", "only", "just", "but", "now", "then", "same", "ok", "okay", "plus"})
 
 
 @dataclass(frozen=True)
@@ -244,20 +219,14 @@ def understand(text: str, previous: Understood | None = None, *, now: date) -> U
             count = _how_many(counted.group("after") or counted.group("before"))
             plain = f"{plain[: counted.start()]} latest {plain[counted.end():]}"
         action, plain = "latest", _LATEST.sub(" ", plain)
-    anytime = bool(_ANY_TIME.search(plain))
-    plain = _ANY_TIME.sub(" ", plain)
-    narrowing = _NARROW.match(plain)
-    replacing = None if narrowing else _REPLACE.match(plain)
-    marker = narrowing or replacing
-    if marker:  # "of those", "what about": how it follows up, never a word of the topic
-        plain = plain[marker.end():]
-    words = topic_words(plain)
+    lead = lead_in(plain)  # "of those", "what about": how it follows up, never a word of the topic
+    words = topic_words(lead.text)
     if action == "latest" and count is None and len(words) == 1 and words[0].isdecimal():  # not "²"
         count, words = _how_many(words[0]), []
-    if updates and all(_FILTER_TOKEN.fullmatch(w) for w in words):  # "the latest updates": the newest such
+    if updates and all(FILTER_TOKEN.fullmatch(w) for w in words):  # "the latest updates": the newest such
         words = ["type:update", *words]
-    if previous is not None and previous.action != "help" and (marker or not words):
-        said = _follow(previous, action, words, since, until, when, bool(replacing), count, anytime)
+    if previous is not None and previous.action != "help" and (lead.marked or not words):
+        said = _follow(previous, action, words, since, until, when, lead.replacing, count, lead.anytime)
     else:
         said = _settle(action, words, since, until, when, count, followup=False)
     if here and said.action == "help" and previous is None:
@@ -284,31 +253,19 @@ def with_topic(understood: Understood, words: list[str], note: str) -> Understoo
 
 def _follow(previous: Understood, action: str | None, words: list[str], since: date | None,
             until: date | None, when: str, replacing: bool, count: int | None, anytime: bool) -> Understood:
-    """A follow-up: the previous question with this one's changes (`count`: how many it asks for). Replacing,
-    its words take the topic's place, and the question's kind stays: the action, the dates (unless new ones
-    or "ever" are said) and the `type:`/`author:` filters; otherwise its words are added to the topic."""
+    """A follow-up: the previous question with this one's changes (`count`: how many it asks for), as
+    bot.ask_followup tells: its words take the topic's place (`replacing`) or are added to it, and the
+    question keeps its action and dates unless new ones (or "ever") are said."""
     if not words and action is None and since is None and until is None and not anytime:
         # "and?", "more": the same question again
         return replace(previous, followup=True, replaced=False, cut=False)
-    new = {w.lower() for w in words}
-    filters = {_key(w) for w in words if _FILTER_TOKEN.fullmatch(w)}
-    topic = [w for w in words if not _FILTER_TOKEN.fullmatch(w)]  # "and type:paper?" only narrows
-    if replacing and topic:
-        kept = [w for w in previous.words if _FILTER_TOKEN.fullmatch(w) and _key(w) not in filters]
-    else:
-        kept = [w for w in previous.words if w.lower() not in new]
+    kept = carried(previous.words, words, replacing)
     if since is None and until is None and not anytime:
         since, until, when = previous.since, previous.until, previous.when
     if action is None:
         action = previous.action
     said = _settle(action, [*kept, *words], since, until, when, count, followup=True, older=len(kept))
-    had_topic = any(not _FILTER_TOKEN.fullmatch(w) for w in previous.words)
-    return replace(said, replaced=replacing and bool(topic) and had_topic)
-
-
-def _key(token: str) -> str:
-    """A filter token's name: "type:paper" -> "type" ("authors:" is "author")."""
-    return token.split(":", 1)[0].lower().rstrip("s")
+    return replace(said, replaced=replaces(previous.words, words, replacing))
 
 
 def _settle(action: str | None, words: list[str], since: date | None, until: date | None, when: str,
@@ -370,10 +327,10 @@ def topic_words(text: str) -> list[str]:
     everything else without filler, in lower case but for a word with a capital after its first letter (an
     abbreviation or a name: "TTS", "LLMs", "MobileCLIP"), which keeps its case."""
     kept: list[str] = []
-    for match in _FILTER_TOKEN.finditer(text):  # "and type:paper?": the question mark is no part of it
+    for match in FILTER_TOKEN.finditer(text):  # "and type:paper?": the question mark is no part of it
         token = match.group(0)
         kept.append(token if token.endswith(('"', "”")) else token.rstrip("?!.,;)"))
-    text = _FILTER_TOKEN.sub(" ", text)
+    text = FILTER_TOKEN.sub(" ", text)
     for match in LINK.finditer(text):  # as written: bot.search.query looks up the item at it
         kept.append(match.group(0))
     text = LINK.sub(" ", text)

@@ -12,7 +12,8 @@ import pytest
 from bot.errors import EmbeddingError, SearchError
 from bot.search.authors import matches, typed
 from bot.search.embed import StaticModel
-from bot.search.index import LOADING_NOTE, STOPWORDS, SearchIndex
+from bot.search.index import STOPWORDS, SearchIndex
+from bot.search.meaning import LOADING_NOTE
 from bot.search.query import parse_query, search
 from bot.search.related import find_item, related
 from bot.store import SQLiteStore, Store, open_store

@@ -15,8 +15,9 @@ import tantivy
 from bot.errors import StoreError
 from bot.search import hybrid
 from bot.search.embed import StaticModel
-from bot.search.index import CATCHING_UP_NOTE, SearchIndex
+from bot.search.index import SearchIndex
 from bot.search.keywords import combined, text_query
+from bot.search.meaning import CATCHING_UP_NOTE
 from bot.search.query import parse_query, search
 from bot.search.vectors import sync
 from bot.store import Store, open_store

@@ -20,7 +20,7 @@ background thread asks it again every RETRY_EVERY seconds until it answers.
 
 `load` checks the endpoint once with a short probe; when that fails, it logs one line and the bundled model
 stands in (`Standby`: the archive's vectors and the queries' are then the bundled model's) while the endpoint
-is retried in the background; bot.search.index moves search to the endpoint's vectors once it answers.
+is retried in the background; bot.search.meaning moves search to the endpoint's vectors once it answers.
 """
 
 from __future__ import annotations

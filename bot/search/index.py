@@ -15,19 +15,13 @@ re-indexed (or the whole index rebuilt, see `build`) before the search runs. A s
 first build runs (`start`, at serve's start-up) waits for it at most READY_WAIT seconds, then gets a one-line
 answer.
 
-Search by meaning in serve (after `start`) never computes in a request thread: the model loads and the
-archive's vectors are read (or computed) in the background, and new items are embedded there. A search
-matches words only, and its note says why, while the model loads (LOADING_NOTE), while the vectors lack any
-of the archive's items (CATCHING_UP_NOTE: new items, a failed load, a rebuild; completed in the background),
-and while the embeddings endpoint is out (`unavailable`: the archive's vectors are the endpoint's, so no
-other model may embed the query; bot.search.breaker retries it). When the endpoint was out at start the
-bundled model stands in (`embed.Standby`, its own vectors of the archive) and search moves to the endpoint's
-vectors once it answers.
+Search by meaning (`model`): its model and the archive's vectors are bot.search.meaning's state, kept
+beside the index; in serve (after `start`) they load in the background, and searches match words only
+meanwhile, their note saying why.
 """
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -42,6 +36,7 @@ from bot.models import SearchFilters, SearchHit
 from bot.search import glossary
 from bot.search.engine import SCHEMA, Snapshot, build, newest_hits, ranked_hits
 from bot.search.keywords import as_spelled, combined, filter_clauses, spelled, text_query, whole_last
+from bot.search.meaning import Meaning, unavailable
 from bot.search.query import MAX_QUERY_CHARS, Query, parse_query
 from bot.search.words import STOPWORDS
 from bot.store import Store
@@ -50,14 +45,8 @@ if TYPE_CHECKING:
     from bot.search.embed import Embedder
     from bot.search.vectors import Progress, Vectors
 
-log = logging.getLogger("bot.search")
-
 READY_WAIT = 2.0
 MAX_FOUND = 256  # searches whose answers are kept (SearchIndex._found)
-LOADING_NOTE = ("Search by meaning is still starting up: these results match your words only (nothing is "
-                "lost; ask again in a minute to also match by meaning).")
-CATCHING_UP_NOTE = ("Search by meaning is catching up with the archive: these results match your words only "
-                    "(nothing is lost; ask again in a minute to also match by meaning).")
 CUT_NOTE = f"Your search was longer than {MAX_QUERY_CHARS} characters; I searched its first words."
 UNCLOSED_NOTE = ("A quote mark was not closed, so I searched its words loose, not as a phrase; close it to "
                  "search the phrase.")
@@ -108,24 +97,16 @@ class SearchIndex:
         self._snapshot: Snapshot | None = None
         self._lock = threading.Lock()
         self._starting = False
-        self._model_loader = model
-        self._model: Embedder | None = None
-        self._model_error: str | None = None
-        self._vectors: Vectors | None = None
-        self._vector_lock = threading.Lock()
+        self._meaning = Meaning(store, model, self.current)
         # The answers to the latest searches, each kept with the snapshot and vectors it came from and good
         # only while both are current: a team searches the same topics again and again.
         self._found: OrderedDict[tuple[Query, int], tuple[Snapshot, Vectors | None, Found]] = OrderedDict()
         self._lock_found = threading.Lock()
-        self._background = False  # start() was called: the model loads there, searches never wait for it
-        self._loading = threading.Event()  # start()'s thread is loading the model and the vectors
-        self._refreshing = threading.Event()  # a background thread is embedding new items (or switching)
-        self._refresh_lock = threading.Lock()
 
     @property
     def meaning(self) -> bool:
         """Whether search by meaning is configured."""
-        return self._model_loader is not None
+        return self._meaning.configured
 
     def start(self) -> threading.Thread:
         """Build the index in a background thread (serve's start-up); searches meanwhile wait for it. Then
@@ -133,9 +114,7 @@ class SearchIndex:
         words only."""
         self._lock.acquire()  # held from now on, so no search can start a build of its own meanwhile
         self._starting = True
-        self._background = True
-        if self.meaning:
-            self._loading.set()
+        self._meaning.start()
         thread = threading.Thread(target=self._build_first, name="search-index", daemon=True)
         thread.start()
         return thread
@@ -148,32 +127,7 @@ class SearchIndex:
             self._starting = False
             self._lock.release()
         if self.meaning:
-            try:
-                vectors = self.vectors(self.current())
-            except BotError as exc:  # searches match words, and the next one tries again (in the background)
-                log.warning("event=vectors_unavailable reason=%r", str(exc))
-                return
-            finally:
-                self._loading.clear()
-            self._drop_other_models(vectors)
-
-    def _drop_other_models(self, vectors: Vectors | None) -> None:
-        """At serve's start, once every item has its vector for the model in use: the vectors of other models
-        (an earlier EMBEDDINGS_MODEL, the bundled model before an endpoint was set) are dead weight, deleted.
-        Only here: a one-shot command (`search`, `related`, the shell) run with other settings against the
-        same database never deletes what the server uses; `reindex` drops them too. Never while the bundled
-        model stands in for an endpoint that is out (`embed.Standby`): the endpoint's are wanted back."""
-        from bot.search.embed import Standby
-
-        if vectors is None or isinstance(self._model, Standby):
-            return
-        try:
-            dropped = self.store.drop_item_vectors(vectors.model)
-        except BotError as exc:
-            log.warning("event=old_vectors_kept reason=%r", str(exc))
-            return
-        if dropped:
-            log.info("event=old_vectors_dropped kept_model=%s count=%d", vectors.model, dropped)
+            self._meaning.load()
 
     def current(self, store: Store | None = None) -> Snapshot:
         """The index as fresh as the archive: rebuilt when the store's change marker moved. `store` (a view of
@@ -194,136 +148,22 @@ class SearchIndex:
         finally:
             self._lock.release()
 
-    # search by meaning -------------------------------------------------------------------------------------
+    # search by meaning (bot.search.meaning) ----------------------------------------------------------------
 
     def model(self) -> Embedder:
         """The embedding model, loaded on first use (EmbeddingError, one line, when it cannot be)."""
-        from bot.errors import EmbeddingError
-
-        if self._model is not None:
-            return self._model
-        if self._model_error is not None or self._model_loader is None:
-            raise EmbeddingError(self._model_error or "search by meaning is not configured")
-        with self._vector_lock:
-            if self._model is None and self._model_error is None:
-                try:
-                    self._model = self._model_loader()
-                except EmbeddingError as exc:
-                    self._model_error = str(exc)
-                    log.warning("event=embedding_model_failed reason=%r", str(exc))
-                    raise
-            if self._model is None:
-                raise EmbeddingError(self._model_error or "the embedding model is not loaded")
-            return self._model
+        return self._meaning.model()
 
     def vectors(self, snapshot: Snapshot, store: Store | None = None, progress: Progress | None = None,
                 wait: bool = True, recompute: bool = False) -> Vectors | None:
         """The vectors of `snapshot`'s items (computed for those without one; for all with `recompute`).
         None when another thread is computing them and `wait` is false."""
-        from bot.search.vectors import sync
-
-        model = self.model()
-        current = self._vectors
-        if current is not None and current.marker == snapshot.marker and current.model == model.name \
-                and not recompute:
-            return current
-        if not self._vector_lock.acquire(blocking=wait):
-            return None
-        try:
-            current, model = self._vectors, self._model or model  # the endpoint's, if it came back meanwhile
-            if current is None or current.marker != snapshot.marker or current.model != model.name \
-                    or recompute:
-                current = self._vectors = sync(store or self.store, model, snapshot.entries, snapshot.marker,
-                                               None if recompute else current, progress, recompute)
-            return current
-        finally:
-            self._vector_lock.release()
-
-    def _claim_refresh(self) -> bool:
-        """Whether this caller may start the one background refresh (none is running)."""
-        with self._refresh_lock:
-            if self._refreshing.is_set():
-                return False
-            self._refreshing.set()
-            return True
-
-    def _refresh_in_background(self) -> None:
-        if not self._claim_refresh():
-            return
-
-        def refresh() -> None:
-            try:
-                self.vectors(self.current())
-            except BotError as exc:
-                log.warning("event=vectors_refresh_failed reason=%r", str(exc))
-            finally:
-                self._refreshing.clear()
-
-        threading.Thread(target=refresh, name="search-vectors", daemon=True).start()
-
-    def _back_to_the_endpoint(self, model: Embedder) -> None:
-        """serve, with the bundled model standing in for an endpoint that was out at start (`embed.Standby`):
-        once the endpoint answers again, its vectors of the archive are read (or computed) in the background,
-        then searches move to the endpoint and its vectors together."""
-        from bot.search.embed import Standby
-        from bot.search.vectors import sync
-
-        if not isinstance(model, Standby) or model.endpoint.breaker.out is not None \
-                or not self._claim_refresh():
-            return
-        endpoint = model.endpoint
-
-        def switch() -> None:
-            try:
-                snapshot = self.current()
-                with self._vector_lock:
-                    vectors = sync(self.store, endpoint, snapshot.entries, snapshot.marker)
-                    self._model, self._vectors = endpoint, vectors
-                log.info("event=embeddings_endpoint_in_use model=%s items=%d", endpoint.name,
-                         len(vectors.ids))
-            except BotError as exc:  # out again: the bundled model goes on standing in
-                log.warning("event=embeddings_endpoint_not_used reason=%r", str(exc))
-            finally:
-                self._refreshing.clear()
-
-        threading.Thread(target=switch, name="search-vectors", daemon=True).start()
+        return self._meaning.vectors(snapshot, store, progress, wait, recompute)
 
     def usable_vectors(self, snapshot: Snapshot, store: Store | None = None) -> Vectors | None:
-        """The vectors to use now for `snapshot`: in serve (after `start`) those already in memory, never
-        computed in the calling thread (new items are embedded in the background: they have none meanwhile,
-        and none at all while the model loads); else computed here. None while there are none."""
-        if not self._background:
-            return self.vectors(snapshot, store)
-        current, model = self._vectors, self._model
-        if self._loading.is_set() or self._model_error is not None or _endpoint_out(model):
-            return current  # (an endpoint that is out embeds nothing: its breaker retries it)
-        if current is None or model is None or current.marker != snapshot.marker \
-                or current.model != model.name:
-            self._refresh_in_background()
-        if model is not None:
-            self._back_to_the_endpoint(model)
-        return current
-
-    def _ready_vectors(self, snapshot: Snapshot, store: Store | None
-                       ) -> tuple[Embedder | None, Vectors | None, str | None]:
-        """The model and vectors to search `snapshot` with, or None and a note saying why not: still starting
-        up, or catching up (no vectors, or fewer than the items: a failed load, new items, a rebuild)."""
-        if not self.meaning:
-            return None, None, None
-        if self._model_error is not None:
-            return None, None, unavailable(self._model_error)
-        if self._background and self._loading.is_set():
-            return None, None, LOADING_NOTE
-        if out := _endpoint_out(self._model):  # the archive's vectors are the endpoint's: words only
-            return None, None, unavailable(out)
-        try:
-            vectors = self.usable_vectors(snapshot, store)
-            model = self._model if self._background else self.model()  # serve loads it in the background
-        except BotError as exc:
-            return None, None, unavailable(exc)
-        if model is None or vectors is None or vectors.model != model.name or not _covers(vectors, snapshot):
-            return None, None, CATCHING_UP_NOTE
-        return model, vectors, None
+        """The vectors to use now for `snapshot` (`Meaning.usable`): in serve, never computed in the calling
+        thread. None while there are none."""
+        return self._meaning.usable(snapshot, store)
 
     # searching ---------------------------------------------------------------------------------------------
 
@@ -332,17 +172,16 @@ class SearchIndex:
 
         With search by meaning, the ranking blends keyword and meaning scores (bot.search.hybrid)."""
         snapshot = self.current(store)
-        if self._background and self._model is not None:  # (before the answers kept: they are the model's)
-            self._back_to_the_endpoint(self._model)
+        self._meaning.follow_endpoint()  # (before the answers kept: they are the model's)
         with self._lock_found:
             held = self._found.get((query, limit))
-            if held is not None and held[0] is snapshot and held[1] is self._vectors:
+            if held is not None and held[0] is snapshot and held[1] is self._meaning.held:
                 self._found.move_to_end((query, limit))
                 return _told_absent(replace(held[2], hits=list(held[2].hits)))
         found = self._search(snapshot, query, limit, store)
         if found.note is None and self.answers:  # a complete answer: the same for this snapshot and vectors
             with self._lock_found:
-                self._found[(query, limit)] = (snapshot, self._vectors, found)
+                self._found[(query, limit)] = (snapshot, self._meaning.held, found)
                 while len(self._found) > self.answers:
                     self._found.popitem(last=False)
         return _told_absent(found)
@@ -427,7 +266,7 @@ class SearchIndex:
         if text is None:  # filters only: the newest items they select
             hits, total = newest_hits(snapshot, keyword, limit, reader)
             return Found(hits, searched_for, expanded, told, total)
-        model, vectors, note = self._ready_vectors(snapshot, store)
+        model, vectors, note = self._meaning.ready(snapshot, store)
         if model is None or vectors is None:
             hits, total = ranked_hits(snapshot, keyword, limit, reader)
             return Found(hits, searched_for, expanded, _notes(note, told), total, words.absent)
@@ -440,26 +279,6 @@ class SearchIndex:
             hits, total = ranked_hits(snapshot, keyword, limit, reader)
             return Found(hits, searched_for, expanded, _notes(note, told), total, words.absent)
         return Found(ranked.hits, searched_for, expanded, told, ranked.total, words.absent)
-
-
-def unavailable(error: BotError | str) -> str:
-    """The note of results that match words only because search by meaning failed (one line)."""
-    return f"Search by meaning is unavailable ({' '.join(str(error).split())[:150]}); these results match " \
-           "your words only."
-
-
-def _endpoint_out(model: Embedder | None) -> str | None:
-    """Why the embeddings endpoint `model` is out (bot.search.breaker); None when in use or no endpoint."""
-    if model is None:
-        return None
-    from bot.search.embed import RemoteModel  # loaded with the model
-
-    return model.breaker.out if isinstance(model, RemoteModel) else None
-
-
-def _covers(vectors: Vectors, snapshot: Snapshot) -> bool:
-    """Whether `vectors` hold a row for every item of `snapshot` (those of its marker do)."""
-    return vectors.marker == snapshot.marker or snapshot.entries.keys() <= vectors.position.keys()
 
 
 def _passes(snapshot: Snapshot, item_id: str, query: Query) -> bool:

@@ -1,7 +1,7 @@
 """The archive's vectors in memory: one matrix (a row per item, unit length, held as int8 with a scale per
 row), the index of search by meaning. One int8 product (SimSIMD's SIMD kernels) ranks the whole archive
 (20,000 items x 256 dimensions is 5 MB, read in well under a millisecond); no vector database. Imported
-lazily (numpy, SimSIMD, the model) by bot.search.index.
+lazily (numpy, SimSIMD, the model) by bot.search.meaning.
 
     vectors = sync(store, model, entries, marker, previous=None)   # loads stored vectors, embeds the missing
     vectors.similarities(model.embed(["text"])[0])             # cosine similarity of every item
