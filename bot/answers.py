@@ -41,7 +41,8 @@ from slack_sdk.models.messages.chunk import TaskUpdateChunk
 from bot import entities, views
 from bot.ask import Understood, clean
 from bot.blocks import ACTION_VALUE_LIMIT, CITE_ACTION_ID, author_menu, cut, escape, links_line, title_link
-from bot.commands import LATEST_DEFAULT, LATEST_MAX, SEARCH_RESULTS, Services, shown_count
+from bot.commands import Services
+from bot.commands.archive import LATEST_DEFAULT, LATEST_MAX, SEARCH_RESULTS, shown_count
 from bot.errors import SearchError, SummaryError, SummaryStopped
 from bot.models import Item, shown_day
 from bot.search.query import parse_query

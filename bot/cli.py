@@ -1,4 +1,11 @@
-"""The `mlresearch-bot` command: argument parsing, `.env` loading, exit codes. Nothing else.
+"""The `mlresearch-bot` command: argument parsing, `.env` loading, exit codes, the log's one-line format.
+Nothing else: every subcommand's handler lives beside the library calls it wraps, named in `HANDLERS`:
+
+    search, summarize, related, latest, status, feedback   bot/cli_archive.py  the archive's reads
+    poll, backfill                                         bot/cli_feed.py     the feed and index, written in
+    serve, shell, worker                                   bot/cli_run.py      the long-running processes
+    migrate, reindex, demo                                 bot/cli_admin.py    the database's upkeep
+    cite, export                                           bot/cli_cite.py     BibTeX
 
 Exit status: 0 success, 1 an operation failed, 2 bad usage or configuration (by error class:
 bot.errors.REPORTS). Errors are one line on stderr; no traceback reaches the terminal (set LOG_LEVEL=DEBUG
@@ -14,33 +21,35 @@ import argparse
 import json
 import logging
 import sys
-import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-from bot import __version__, cli_cite
-from bot.cli_archive import cmd_feedback, cmd_latest, cmd_related, cmd_search, cmd_status, cmd_summarize
-from bot.cli_common import EMPTY_ARCHIVE, open_archive, open_store
+from bot import __version__, cli_admin, cli_archive, cli_cite, cli_feed, cli_run
 from bot.cli_common import err as _err
-from bot.cli_common import item_json as _item_json
-from bot.cli_common import out as _out
-from bot.config import Settings, load_environment, redact_url
-from bot.errors import (
-    EXIT_FAILED,
-    EXIT_OK,
-    EXIT_USAGE,
-    BotError,
-    Failure,
-    IndexReadError,
-    ServeError,
-    UsageError,
-    report,
-)
-from bot.models import PollResult
+from bot.config import Settings, load_environment
+from bot.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, BotError, UsageError, report
 
-__all__ = ["EMPTY_ARCHIVE", "build_parser", "cmd_feedback", "cmd_latest", "cmd_related", "cmd_search",
-           "cmd_status", "cmd_summarize", "main", "open_archive", "setup_logging"]
+__all__ = ["HANDLERS", "OneLineFormatter", "build_parser", "main", "setup_logging"]
 log = logging.getLogger("bot")
+
+HANDLERS: dict[str, Callable[[Settings, argparse.Namespace], int]] = {
+    "serve": cli_run.cmd_serve,
+    "poll": cli_feed.cmd_poll,
+    "backfill": cli_feed.cmd_backfill,
+    "search": cli_archive.cmd_search,
+    "summarize": cli_archive.cmd_summarize,
+    "related": cli_archive.cmd_related,
+    "latest": cli_archive.cmd_latest,
+    "status": cli_archive.cmd_status,
+    "reindex": cli_admin.cmd_reindex,
+    "feedback": cli_archive.cmd_feedback,
+    "cite": cli_cite.cmd_cite,
+    "export": cli_cite.cmd_export,
+    "shell": cli_run.cmd_shell,
+    "demo": cli_admin.cmd_demo,
+    "migrate": cli_admin.cmd_migrate,
+    "worker": cli_run.cmd_worker,
+}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -99,7 +108,12 @@ def build_parser() -> argparse.ArgumentParser:
     feedback = sub.add_parser("feedback", help="people's votes on the bot's answers (which questions fail)")
     feedback.add_argument("--since", metavar="YYYY-MM-DD", help="only votes cast on or after this day (UTC)")
     feedback.add_argument("--json", action="store_true", help="print a JSON list")
-    cli_cite.add_parsers(sub)  # cite, export
+    cite = sub.add_parser("cite", help="an archive item's BibTeX entry")
+    cite.add_argument("item", nargs="+", help="a link to an archive item, or words of its title")
+    export = sub.add_parser("export", help="BibTeX entries for the archive, or one person's reading list")
+    export.add_argument("--bibtex", action="store_true", help="as BibTeX (the one format so far)")
+    export.add_argument("--saved-by", metavar="USER", help="one person's reading list: a Slack user ID")
+    export.add_argument("--since", metavar="YYYY-MM-DD", help="only items published on or after this day")
     sub.add_parser("shell", help="a local console in place of Slack")
     demo = sub.add_parser("demo", help="load the bundled archive of real posts into an empty database")
     demo.add_argument("--json", action="store_true", help='print {"demo", "loaded", "items"}')
@@ -139,25 +153,7 @@ def _main(argv: list[str]) -> int:
         # A one-shot command's stderr is for its one-line error: logs only when LOG_LEVEL asks for them.
         quiet = not (environ.get("LOG_LEVEL") or "").strip()
         setup_logging(settings, sys.stderr, minimum=logging.ERROR if quiet else logging.NOTSET)
-    handler = {
-        "serve": cmd_serve,
-        "poll": cmd_poll,
-        "backfill": cmd_backfill,
-        "search": cmd_search,
-        "summarize": cmd_summarize,
-        "related": cmd_related,
-        "latest": cmd_latest,
-        "status": cmd_status,
-        "reindex": cmd_reindex,
-        "feedback": cmd_feedback,
-        "cite": cmd_cite,
-        "export": cmd_export,
-        "shell": cmd_shell,
-        "demo": cmd_demo,
-        "migrate": cmd_migrate,
-        "worker": cmd_worker,
-    }[args.command]
-    return handler(settings, args)
+    return HANDLERS[args.command](settings, args)
 
 
 def _check_command(argv: list[str]) -> None:
@@ -227,275 +223,3 @@ class OneLineFormatter(logging.Formatter):
         if record.stack_info:
             line += " stack=" + json.dumps(self.formatStack(record.stack_info), ensure_ascii=False)
         return line.translate(self.ESCAPES)
-
-
-def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
-    """Create or upgrade the schema; one line says what was done."""
-    from bot import store as stores
-
-    store = stores.open_store(settings.database_url)
-    applied = store.migrate()
-    done = f"applied {len(applied)} migration(s): {', '.join(applied)}" if applied else "already up to date"
-    _out(f"{store.describe()}: schema {done}")
-    # OAuth installations sealed with the first key (rotation); any that no key opens fails the release
-    # phase, so a wrong or missing TOKEN_ENCRYPTION_KEY is seen before every delivery fails
-    from bot.oauth import reseal_installations
-    from bot.secrets_at_rest import TokenCipher
-
-    resealed, unreadable = reseal_installations(store, TokenCipher.of(settings.token_encryption_keys))
-    if settings.token_encryption_keys:
-        _out(f"installations: {resealed} encrypted with the first TOKEN_ENCRYPTION_KEY key")
-    if unreadable:
-        held = "none of the TOKEN_ENCRYPTION_KEY keys opens" if settings.token_encryption_keys else \
-            "they are encrypted and TOKEN_ENCRYPTION_KEY is not set"
-        raise Failure(f"{unreadable} installation(s) cannot be decrypted: {held} (set the key they were "
-                      "encrypted with; to rotate, put the new key first and keep the old one after it)")
-    return EXIT_OK
-
-
-def cmd_poll(settings: Settings, args: argparse.Namespace) -> int:
-    try:
-        return _poll(settings, args)
-    except (Failure, BrokenPipeError):
-        raise  # the object is already out (or nobody reads it)
-    except Exception as exc:
-        if args.json:  # a failure before any result still prints the object, saying what went wrong
-            dry = {"dry_run": True} if args.dry_run else {}
-            error = " ".join(str(exc).split())[:300] or type(exc).__name__
-            _out(json.dumps({**PollResult().as_json(), **dry, "error": error}, ensure_ascii=False))
-        raise
-
-
-def _poll(settings: Settings, args: argparse.Namespace) -> int:
-    from bot.blocks import counted  # imported with the pipeline anyway
-    from bot.pipeline import Pipeline, would_burst
-    from bot.store import open_store as store_at
-
-    # A dry run reads the store as it is (not created, not migrated); a poll migrates it first.
-    store = store_at(settings.database_url) if args.dry_run else open_store(settings)
-    with Pipeline.from_settings(settings, store, no_deliver=getattr(args, "no_deliver", False)) as pipeline:
-        if args.dry_run:
-            new, baseline, fetched = pipeline.preview()
-            bursts = [] if baseline else would_burst(store, new, settings.burst_threshold, pipeline.router)
-            if args.json:
-                _out(
-                    json.dumps(
-                        {
-                            "fetched": fetched,
-                            "new": len(new),
-                            "delivered": 0,
-                            "failed": 0,
-                            "not_modified": fetched == 0 and not new,
-                            "left_to_others": 0,
-                            "dry_run": True,
-                            "baseline": baseline,
-                            "items": [_item_json(i) for i in new],
-                            "bursts": [{"team_id": sub.team_id, "channel_id": sub.channel_id, "items": count}
-                                       for sub, count in bursts],
-                        }
-                    )
-                )
-            elif baseline:
-                _out(f"first poll: {counted(len(new), 'item')} would be recorded as seen; "
-                     "nothing would be posted")
-            else:
-                _out(f"{counted(len(new), 'new item')} would be posted:" if new else "nothing new")
-                for item in new:
-                    _out(f"  {item.published:%Y-%m-%d}  {item.title}\n              {item.link}")
-                for sub, count in bursts:
-                    _out(f"{sub.team_id}/{sub.channel_id} would get a burst: one message, its {count} items "
-                         f"in its thread (more than BURST_THRESHOLD={settings.burst_threshold})")
-            return EXIT_OK
-        demo = store.demo_loaded_at() is not None  # a successful poll replaces it (bot.demo)
-        result = pipeline.poll_once()
-    if args.json:
-        error = {"error": result.error} if result.error else {}
-        _out(json.dumps({**result.as_json(), **error}, ensure_ascii=False))
-    elif not result.error:  # a failed poll is its one error line, not zero counts before it
-        state = "not modified" if result.not_modified else f"fetched {result.fetched}"
-        extra = " (first poll: recorded as seen, nothing posted)" if result.baseline else ""
-        extra += " (the demo archive was replaced)" if demo else ""
-        _out(f"{state}, {result.new} new, {result.delivered} delivered, {result.failed} failed{extra}")
-    if result.error:
-        raise Failure(f"poll failed: {result.error}")
-    return EXIT_OK
-
-
-def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
-    """Deliver open ledger rows beside other workers (bot.worker) until SIGTERM/SIGINT, or once."""
-    import signal
-    import threading
-
-    from bot import deliver, worker
-    from bot.store import open_store as store_at
-
-    store = store_at(settings.database_url)  # never migrated here: `migrate` (the release phase) does it
-    worker.check(store)
-    if not (settings.oauth_enabled or settings.slack_bot_token):  # one line, before any log line says it too
-        raise UsageError("worker has nothing to post with: set SLACK_BOT_TOKEN (or SLACK_CLIENT_ID and "
-                         "SLACK_CLIENT_SECRET for a multi-workspace install)")
-    made = deliver.from_settings(settings, store)
-    assert made is not None  # a token, or OAuth's installations
-    from bot import digest
-
-    stop = threading.Event()
-
-    def on_signal(signum: int, _frame: object) -> None:
-        log.info("event=stopping signal=%s", signal.Signals(signum).name)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    running = worker.Worker(store, made, digest.from_deliverer(made), lease=settings.worker_lease)
-    report = running.run(stop, once=args.once)
-    if args.once:
-        _out(f"{report.delivered} delivered, {report.failed} failed")
-    return EXIT_OK
-
-
-def cmd_backfill(settings: Settings, args: argparse.Namespace) -> int:
-    """Merge the research index into the archive (issue 6); nothing is ever delivered. `--pages`: then read
-    the own page of every post never read (its paper, code and venue: `bot.item_pages`), BACKFILL_PACE
-    apart; an interrupted run keeps what it read, and the next one goes on from there."""
-    from bot import feed, item_pages, research_index
-    from bot.store import open_store as store_at
-
-    url = args.url or research_index.index_url_for(settings.feed_url) or research_index.DEFAULT_INDEX_URL
-    tty = sys.stderr.isatty()
-    pages: Any = None
-
-    def progress(message: str) -> None:
-        if tty:
-            print(f"\r\033[Kbackfill: {message}", end="", file=sys.stderr, flush=True)
-
-    try:
-        with feed.make_client() as client:
-            if args.dry_run:
-                progress(f"reading {redact_url(url)} …")
-                index = research_index.read(client, url)
-                added, enriched = store_at(settings.database_url).preview_index(index.items)
-                result = research_index.BackfillResult(
-                    len(index.items), added, enriched, sum(index.skipped.values()), index.skipped_note()
-                )
-            else:
-                store = open_store(settings)
-                result = research_index.backfill(store, client, url, progress=progress)
-                origin = item_pages.origin_of(url)
-                if args.pages and origin is not None:
-                    progress("reading the posts' own pages, one a second …")
-                    pages = item_pages.enrich_pages(
-                        store, client, origin, (), more=None, recheck=False, pace=item_pages.BACKFILL_PACE,
-                        budget=None, progress=progress)
-    except IndexReadError as exc:
-        raise Failure(f"backfill failed: {exc}") from None
-    finally:
-        if tty:
-            print("\r\033[K", end="", file=sys.stderr, flush=True)
-    if result.note:
-        _err(f"warning: {result.note}")
-    if not args.dry_run and (result.added or result.enriched):
-        try:  # the new posts' vectors, for search by meaning, now rather than at the first search
-            _embed_archive(settings, store, tty)
-        except BotError as exc:
-            _err(f"warning: search by meaning will embed the new posts later: {exc}")
-    read = {} if pages is None else {"pages": {"read": pages.read, "changed": pages.changed,
-                                                "failed": pages.failed, "left": pages.left}}
-    if args.json:
-        _out(json.dumps({**result.as_json(), **({"dry_run": True} if args.dry_run else {}), **read}))
-    elif args.dry_run:
-        _out(
-            f"dry run: {result.found} posts in the index; {result.added} would be added, "
-            f"{result.enriched} enriched; nothing written"
-        )
-    else:
-        _out(f"{result.found} posts in the index: {result.added} added, {result.enriched} enriched")
-        if pages is not None:
-            _out(f"their own pages: {pages.read} read ({pages.changed} with a paper, code or venue), "
-                 f"{pages.failed} failed" + (f", {pages.left} left for the next run" if pages.left else ""))
-    return EXIT_OK
-
-
-def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
-    missing = settings.missing_slack()
-    if missing:
-        what = f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not set"
-        if args.or_shell:
-            _err(f"{what}; starting the local shell instead of Slack (see .env.example to connect Slack)")
-            return cmd_shell(settings, args)
-        raise UsageError(f"cannot serve: {what} (copy .env.example to .env and fill it in)")
-    _ = settings.port  # only serve uses PORT: a malformed one stops it here (exit 2), before anything starts
-    from bot.server import serve
-
-    try:
-        return serve(settings)
-    except ServeError as exc:
-        raise Failure(str(exc)) from None
-
-
-def cmd_shell(settings: Settings, args: argparse.Namespace) -> int:
-    from bot import shell
-
-    if settings.log_level == "INFO":
-        # The console is the interface: routine log lines stay off it, and a failing feed is a [poll] line
-        # already. LOG_LEVEL=WARNING or DEBUG shows more.
-        logging.getLogger("bot").setLevel(logging.ERROR)
-    return int(shell.run(settings, sys.stdin, sys.stdout))
-
-
-def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
-    """The bundled archive of real posts, loaded into a database that holds no real archive (bot.demo)."""
-    from bot import demo
-
-    result = demo.load(open_store(settings))
-    _out(json.dumps(result.as_json()) if args.json else result.line())
-    return EXIT_OK
-
-
-def cmd_cite(settings: Settings, args: argparse.Namespace) -> int:
-    """An item's BibTeX entry (bot.cli_cite)."""
-    return _bibtex(cli_cite.cite, settings, args)
-
-
-def cmd_export(settings: Settings, args: argparse.Namespace) -> int:
-    """The archive's, or one person's reading list's, BibTeX entries (bot.cli_cite)."""
-    return _bibtex(cli_cite.export, settings, args)
-
-
-def _bibtex(command: Any, settings: Settings, args: argparse.Namespace) -> int:
-    return int(command(settings, lambda: open_archive(settings), args, _out, _err, EMPTY_ARCHIVE))
-
-
-def cmd_reindex(settings: Settings, args: argparse.Namespace) -> int:
-    """The search index and every item's vector, rebuilt from the archive (vectors missing for the current
-    model, or computed from an older text, are computed; stored ones of other models are dropped)."""
-    store = open_archive(settings)
-    started = time.monotonic()
-    count, model = _embed_archive(settings, store, sys.stderr.isatty() and not args.json, recompute=True)
-    store.drop_item_vectors(model)
-    seconds = time.monotonic() - started
-    if args.json:
-        _out(json.dumps({"items": count, "model": model, "seconds": round(seconds, 1)}, ensure_ascii=False))
-    else:
-        _out(f"reindexed {count:,} items ({model}) in {seconds:.1f} s")
-    return EXIT_OK
-
-
-def _embed_archive(settings: Settings, store: Any, tty: bool, *, recompute: bool = False) -> tuple[int, str]:
-    """The search index built and every item's vector computed (those missing, or all with `recompute`),
-    with progress on a terminal. Returns (items, model name)."""
-    from bot.search.index import SearchIndex, meaning_model
-
-    index = SearchIndex(store, model=meaning_model(settings))
-    snapshot = index.current()
-
-    def progress(done: int, total: int) -> None:
-        if tty:
-            print(f"\r\033[Kembedding {done:,} of {total:,} items …", end="", file=sys.stderr, flush=True)
-
-    try:
-        vectors = index.vectors(snapshot, progress=progress, recompute=recompute)
-    finally:
-        if tty:
-            print("\r\033[K", end="", file=sys.stderr, flush=True)
-    assert vectors is not None
-    return len(snapshot.entries), vectors.model

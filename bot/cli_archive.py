@@ -173,7 +173,7 @@ def cmd_related(settings: Settings, args: argparse.Namespace) -> int:
 
 def cmd_latest(settings: Settings, args: argparse.Namespace) -> int:
     """The newest items, as `/mlresearch latest [n]` lists them (at most LATEST_MAX)."""
-    from bot.commands import LATEST_DEFAULT, LATEST_MAX
+    from bot.commands.archive import LATEST_DEFAULT, LATEST_MAX
 
     raw = (args.n or "").strip()
     if raw and not (raw.isascii() and raw.isdigit() and len(raw) <= 3 and int(raw) >= 1):

@@ -1,6 +1,6 @@
 """The command line's BibTeX: `mlresearch-bot cite LINK|WORDS` and `mlresearch-bot export --bibtex
-[--saved-by USER] [--since YYYY-MM-DD]`, registered by `bot.cli` (which gives the store, and maps errors
-to exit codes).
+[--saved-by USER] [--since YYYY-MM-DD]`, run by `bot.cli` (which parses their arguments and maps errors to
+exit codes).
 
 stdout holds BibTeX only, so `mlresearch-bot export --bibtex > refs.bib` is always a file a BibTeX parser
 reads; what is said about it (which item words picked, nothing found, an empty reading list, workspaces
@@ -16,37 +16,24 @@ from __future__ import annotations
 
 import argparse
 import re
-from collections.abc import Callable
 from datetime import date
-from typing import Any
 
+from bot.cli_common import EMPTY_ARCHIVE, err, open_archive, out
+from bot.config import Settings
 from bot.errors import EXIT_OK, NothingFound, UsageError
 
-Say = Callable[[str], None]
 USER_ID = re.compile(r"[UW][A-Z0-9]{2,40}")
 
 
-def add_parsers(sub: Any) -> None:
-    """`cite` and `export` on the CLI's subcommands (`sub`: argparse's subparsers action)."""
-    cite = sub.add_parser("cite", help="an archive item's BibTeX entry")
-    cite.add_argument("item", nargs="+", help="a link to an archive item, or words of its title")
-    export = sub.add_parser("export", help="BibTeX entries for the archive, or one person's reading list")
-    export.add_argument("--bibtex", action="store_true", help="as BibTeX (the one format so far)")
-    export.add_argument("--saved-by", metavar="USER", help="one person's reading list: a Slack user ID")
-    export.add_argument("--since", metavar="YYYY-MM-DD", help="only items published on or after this day")
-
-
-def cite(settings: Any, opened: Callable[[], Any], args: argparse.Namespace, out: Say, err: Say,
-         empty: str) -> int:
-    """The item's entry on stdout; which item words picked, or nothing found, on stderr. `opened` opens
-    the store; `empty` is the line for an empty archive."""
+def cmd_cite(settings: Settings, args: argparse.Namespace) -> int:
+    """The item's entry on stdout; which item words picked, or nothing found, on stderr."""
     from bot import bibtex
     from bot.cite import find
     from bot.search.index import SearchIndex, meaning_model
 
-    store = opened()
+    store = open_archive(settings)
     if store.count_items() == 0:
-        err(empty)
+        err(EMPTY_ARCHIVE)
         return EXIT_OK
     index = SearchIndex(store, model=meaning_model(settings))
     try:
@@ -60,8 +47,7 @@ def cite(settings: Any, opened: Callable[[], Any], args: argparse.Namespace, out
     return EXIT_OK
 
 
-def export(settings: Any, opened: Callable[[], Any], args: argparse.Namespace, out: Say, err: Say,
-           empty: str) -> int:
+def cmd_export(settings: Settings, args: argparse.Namespace) -> int:
     """Entries for the archive, or `--saved-by`'s reading list, published `--since` a day (as `cite`)."""
     from bot import bibtex
     from bot.store.models import row_item
@@ -71,9 +57,9 @@ def export(settings: Any, opened: Callable[[], Any], args: argparse.Namespace, o
                          "mlresearch-bot export --bibtex > archive.bib")
     since = _day(args.since) if args.since else None
     user = _user(args.saved_by) if args.saved_by is not None else None
-    store = opened()
+    store = open_archive(settings)
     if store.count_items() == 0:
-        err(empty)
+        err(EMPTY_ARCHIVE)
         return EXIT_OK
     if user is not None:
         saved = store.saved_by(user)

@@ -80,3 +80,24 @@ def item_json(item: Any) -> dict[str, str | None]:
 
 def iso(moment: datetime | None) -> str | None:
     return None if moment is None else moment.isoformat()
+
+
+def embed_archive(settings: Settings, store: Any, tty: bool, *, recompute: bool = False) -> tuple[int, str]:
+    """The search index built and every item's vector computed (those missing, or all with `recompute`),
+    with progress on a terminal. Returns (items, model name)."""
+    from bot.search.index import SearchIndex, meaning_model
+
+    index = SearchIndex(store, model=meaning_model(settings))
+    snapshot = index.current()
+
+    def progress(done: int, total: int) -> None:
+        if tty:
+            print(f"\r\033[Kembedding {done:,} of {total:,} items …", end="", file=sys.stderr, flush=True)
+
+    try:
+        vectors = index.vectors(snapshot, progress=progress, recompute=recompute)
+    finally:
+        if tty:
+            print("\r\033[K", end="", file=sys.stderr, flush=True)
+    assert vectors is not None
+    return len(snapshot.entries), vectors.model

@@ -28,7 +28,8 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.models.metadata import ExternalRef
 
 from bot.blocks import safe_url
-from bot.commands import RELATED_RESULTS, Services
+from bot.commands import Services
+from bot.commands.archive import RELATED_RESULTS
 from bot.entities import details
 from bot.errors import BotError, StoreError
 from bot.models import Item

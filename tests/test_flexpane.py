@@ -18,7 +18,7 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
 from bot.blocks import OPEN_ACTION_ID, SAVE_ACTION_ID
-from bot.commands import RELATED_RESULTS
+from bot.commands.archive import RELATED_RESULTS
 from bot.config import Settings
 from bot.entities import ENTITY_TYPE
 from bot.models import Item

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bot import cli, server, shell
+from bot import cli_feed, server, shell
 from bot import research_index as ri
 from bot.config import Settings
 from bot.models import DeliveryReport, PollResult
@@ -50,7 +50,7 @@ def archive(database_url: str) -> Iterator[Store]:
 
 def through_cli(settings: Settings, capsys: pytest.CaptureFixture[str]) -> str:
     for _ in range(2):
-        assert cli.cmd_poll(settings, argparse.Namespace(dry_run=False, json=True)) == 0
+        assert cli_feed.cmd_poll(settings, argparse.Namespace(dry_run=False, json=True)) == 0
     last = json.loads(capsys.readouterr().out.splitlines()[-1])
     assert last["new"] == 1
     return "poll"

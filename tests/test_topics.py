@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from bot import blocks
-from bot.commands import Invocation, Services, about_topics, handle
+from bot.commands import Invocation, Services, handle
+from bot.commands.following import about_topics
 from bot.config import Settings
 from bot.errors import EmbeddingError, SearchError
 from bot.models import Item, Validators
