@@ -342,3 +342,39 @@ def test_waitress_queue_depth_warnings_are_logged_only_at_debug(level, shown):
     finally:
         root.handlers[:], level_before = saved
         root.setLevel(level_before)
+
+
+# --- the parser: one subcommand built at a time -----------------------------------------------------------
+
+ARGUMENTS = {  # each command with every option it takes
+    "serve": ["--or-shell"], "poll": ["--dry-run", "--json", "--no-deliver"], "worker": ["--once"],
+    "backfill": ["--url", "x", "--dry-run", "--json", "--pages"],
+    "search": ["a", "b", "--limit", "3", "--json"],
+    "summarize": ["a", "--json"], "related": ["a", "--limit", "2", "--json"], "latest": ["3", "--json"],
+    "status": ["--json"], "reindex": ["--json"], "feedback": ["--since", "2026-01-01", "--json"],
+    "cite": ["a", "b"], "export": ["--bibtex", "--saved-by", "U1", "--since", "2026-01-01"], "shell": [],
+    "demo": ["--json"], "migrate": [],
+}
+
+
+def test_every_command_has_a_handler_and_one_built_alone_parses_as_the_whole_parser() -> None:
+    from bot.cli import HANDLERS, build_parser
+
+    whole = build_parser()
+    (sub,) = [a for a in whole._actions if a.dest == "command"]
+    assert set(sub.choices) == set(HANDLERS) == set(ARGUMENTS)
+    for command, arguments in ARGUMENTS.items():
+        alone = build_parser(only=command)
+        (one,) = [a for a in alone._actions if a.dest == "command"]
+        assert list(one.choices) == [command]
+        assert alone.parse_args([command, *arguments]) == whole.parse_args([command, *arguments])
+
+
+def test_a_subcommands_help_and_the_whole_help_still_list_what_they_should(cwd) -> None:
+    whole = run(cwd, "--help")
+    assert whole.returncode == 0 and all(command in whole.stdout for command in ARGUMENTS)
+    one = run(cwd, "export", "--help")
+    assert one.returncode == 0 and "--saved-by" in one.stdout and "--bibtex" in one.stdout
+    wrong = run(cwd, "export", "--bibtx")
+    assert wrong.returncode == 2 and wrong.stderr.count("\n") == 1
+    assert "unrecognized arguments: --bibtx" in wrong.stderr
