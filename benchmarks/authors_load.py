@@ -22,9 +22,10 @@ import random
 import time
 import unicodedata
 from collections.abc import Callable, Iterator
-from dataclasses import replace
 from itertools import accumulate
 from typing import Any
+
+from msgspec.structs import replace
 
 from benchmarks.bench_ingest import add_in_batches, pct, synthetic
 from bot.author_follows import resolve

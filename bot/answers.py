@@ -25,10 +25,10 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import partial
 from typing import Any, NamedTuple
 
+from msgspec import Struct
 from slack_sdk.errors import SlackApiError
 from slack_sdk.models.blocks import (
     ContextActionsBlock,
@@ -58,8 +58,7 @@ SOURCES = 5  # papers named as the search task's sources
 STREAM_BUFFER = 1  # characters buffered before a stream call: each append is a whole checked sentence
 
 
-@dataclass(frozen=True)
-class Streamed:
+class Streamed(Struct, frozen=True):
     """How a written answer went: the reply's ts (None: nothing reached Slack), "streamed" or "posted",
     and the items it cited (or listed)."""
 

@@ -36,9 +36,11 @@ import calendar
 import json
 import re
 import unicodedata
-from dataclasses import dataclass, replace
 from datetime import date, timedelta
 from typing import Any
+
+from msgspec import Struct
+from msgspec.structs import replace
 
 from bot.ask_followup import FILTER_TOKEN, carried, lead_in, replaces
 from bot.blocks import escape
@@ -93,8 +95,7 @@ _WORD = re.compile(r"\w", re.UNICODE)
 _STRIP = "?!.,;:()[]{}'\"“”‘’*_~`"
 
 
-@dataclass(frozen=True)
-class Understood:
+class Understood(Struct, frozen=True):
     """What a plain question asks for: an action and a topic (words in the search's query language)."""
 
     action: str

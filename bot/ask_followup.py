@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+from msgspec import Struct
 
 # A follow-up's first words say how it changes the thread's question. Words that lead into either:
 _LEAD = r"(?:(?:and|but|also|plus|so|well|ok|okay|now|then)\b[\s,]*)"
@@ -45,8 +46,7 @@ _ANY_TIME = re.compile(r"\bever\b|\b(?:(?:at\s+)?any\s*time|(?:of\s+)?all[-\s]ti
 FILTER_TOKEN = re.compile(r"(?:since|until|type|authors?):(?:\"[^\"]*\"?|“[^”]*”?|\S*)", re.I)
 
 
-@dataclass(frozen=True)
-class Lead:
+class Lead(Struct, frozen=True):
     """How a message opens, as a follow-up: its text without the lead-in and "ever", whether a lead-in said
     it follows up (`marked`: it does even with words of its own), whether it replaces the topic (else it
     narrows it), and whether it drops the dates (`anytime`)."""

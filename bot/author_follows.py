@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+
+from msgspec import Struct, field
 
 from bot.blocks import counted, escape
 from bot.errors import SearchError, StoreError
@@ -34,8 +35,7 @@ MAX_AT_ONCE = 3  # author: names in one command
 LISTED = 5  # people listed when a name is ambiguous
 
 
-@dataclass(frozen=True)
-class Resolved:
+class Resolved(Struct, frozen=True):
     keywords: list[str] = field(default_factory=list)  # author: keywords to store
     problem: str | None = None  # mrkdwn, escaped: why nothing was stored
 

@@ -12,9 +12,10 @@ import logging
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse, urlsplit, urlunsplit
+
+from msgspec import Struct
 
 from bot.errors import ConfigError
 
@@ -32,8 +33,7 @@ DEFAULT_WORKER_LEASE = 30
 LOG_LEVELS = ("CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG")
 
 
-@dataclass(frozen=True)
-class Settings:
+class Settings(Struct, frozen=True):
     slack_bot_token: str | None = None
     slack_signing_secret: str | None = None
     slack_app_token: str | None = None

@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
 from typing import Any
 
+from msgspec import Struct
 from waitress.adjustments import Adjustments
 from waitress.channel import HTTPChannel
 from waitress.parser import HTTPRequestParser
@@ -43,8 +43,7 @@ IDLE_SECONDS = 95  # Heroku's router (Router 2.0) closes an idle keep-alive conn
 CHECK_SECONDS = 1
 
 
-@dataclass(frozen=True)
-class ConnectionLimits:
+class ConnectionLimits(Struct, frozen=True):
     max_connections: int = MAX_CONNECTIONS
     request_seconds: float = REQUEST_SECONDS
     idle_seconds: int = IDLE_SECONDS  # whole seconds, as waitress takes them

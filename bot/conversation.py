@@ -26,17 +26,18 @@ paper cards (`bot.entities`: Work Objects, in the message's metadata beside the 
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import re
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
+import msgspec.structs
+from msgspec import Struct
+from msgspec.structs import replace
 from slack_sdk.errors import SlackApiError
 
 from bot import answers, commands, entities, views
@@ -79,8 +80,7 @@ ANY_CHANNEL_ID = re.compile(r"[CGD][A-Z0-9]{2,30}")  # a channel, a private chan
 SORRY = "Sorry, I couldn't answer that just now; please ask again in a minute."
 
 
-@dataclass(frozen=True)
-class Question:
+class Question(Struct, frozen=True):
     """A message to answer, and where: `thread_ts` is its thread, or the message itself."""
 
     team_id: str
@@ -199,7 +199,7 @@ def _answer(q: Question, services: Services, client: Any, claimed: str, now: Cal
         return "failed"
     try:
         if written:
-            extractive = dataclasses.replace(services, summarizer=None)
+            extractive = msgspec.structs.replace(services, summarizer=None)
             done = answers.stream_written(
                 client, q, understood, shown, services, metadata,
                 lambda: reply_for(understood, q, extractive),

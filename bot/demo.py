@@ -15,10 +15,11 @@ and that poll is the feed's first (it records what is there and posts nothing).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from msgspec import Struct
 
 from bot.errors import Failure
 from bot.feed import kind_of
@@ -29,8 +30,7 @@ DEMO_FILE = Path(__file__).with_name("data") / "demo_archive.json"
 POSTS = 72  # what the file holds (a test checks it): the number the shell offers
 
 
-@dataclass(frozen=True)
-class DemoResult:
+class DemoResult(Struct, frozen=True):
     """What loading did: "loaded" or "already" (the demo was there), and how many items the archive holds."""
 
     outcome: str

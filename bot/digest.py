@@ -22,11 +22,11 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from msgspec import Struct, field
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 from slack_sdk.models.blocks import ContextBlock, DividerBlock, HeaderBlock, PlainTextObject, SectionBlock
@@ -82,8 +82,7 @@ def zone(name: str | None) -> ZoneInfo | None:
         return None
 
 
-@dataclass(frozen=True)
-class Schedule:
+class Schedule(Struct, frozen=True):
     mode: str  # daily | weekly
     at: time
     tz: ZoneInfo
@@ -223,8 +222,7 @@ def from_deliverer(deliver: object) -> Digester | None:
     return Digester(client_for) if client_for is not None else None
 
 
-@dataclass
-class Digester:
+class Digester(Struct):
     """Callable `Store -> DeliveryReport`: posts every digest that is due. `client_for(team_id)` gives the
     team's WebClient; `clock` the time (UTC, aware) that decides which periods have ended."""
 

@@ -45,13 +45,13 @@ import logging
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from html.parser import HTMLParser
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+from msgspec import Struct
 
 from bot import research_index
 from bot.errors import FeedError, FeedHTTPError, FeedNetworkError, FeedTimeout, ItemPageError, StoreError
@@ -82,8 +82,7 @@ RELATED = "related readings and updates"  # the heading after which a page lists
 Progress = Callable[[str], None]
 
 
-@dataclass(frozen=True)
-class PageFacts:
+class PageFacts(Struct, frozen=True):
     """What an item's page says: its paper's link, its code's, where it was published (None: not said)."""
 
     paper_url: str | None = None
@@ -91,8 +90,7 @@ class PageFacts:
     venue: str | None = None
 
 
-@dataclass
-class PagesResult:
+class PagesResult(Struct):
     """One run of `enrich_pages`: pages read, items whose paper, code or venue changed, pages that failed,
     follow-up replies queued, and pages left for later (the run's time was up, or the site failed)."""
 
@@ -160,8 +158,7 @@ def _dig(data: Any, path: Sequence[str]) -> Any:
     return data
 
 
-@dataclass
-class _Page:
+class _Page(Struct):
     text: str
     anchors: list[Anchor]
 

@@ -35,8 +35,9 @@ import threading
 from collections import Counter, deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any
+
+from msgspec import Struct, field
 
 log = logging.getLogger("bot.lanes")
 
@@ -68,8 +69,7 @@ class Slot:
             self.lane._leave(*self.key)
 
 
-@dataclass
-class _Job:
+class _Job(Struct):
     slot: Slot
     fn: Callable[..., Any]
     args: tuple[Any, ...]

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import Literal
+
+from msgspec import Struct, field
 
 Kind = Literal["research", "update"]
 
@@ -34,8 +35,7 @@ def shown_day(moment: date | datetime) -> str:
     return "date unknown" if day == UNDATED.date() else day.isoformat()
 
 
-@dataclass(frozen=True)
-class Item:
+class Item(Struct, frozen=True):
     """One feed entry. `id` is its identity: the canonical link. `venue` ("ICML 2025"), `paper_url` (its arXiv
     or PDF link) and `code_url` (its code, e.g. github.com/apple/ml-…) are what its page on the site says
     (`bot.item_pages`), None until read or when the page says nothing."""
@@ -53,28 +53,24 @@ class Item:
     code_url: str | None = None
 
 
-@dataclass(frozen=True)
-class Validators:
+class Validators(Struct, frozen=True):
     etag: str | None = None
     last_modified: str | None = None
 
 
-@dataclass(frozen=True)
-class Fetched:
+class Fetched(Struct, frozen=True):
     content: bytes
     validators: Validators
 
 
-@dataclass(frozen=True)
-class NotModified:
+class NotModified(Struct, frozen=True):
     validators: Validators
 
 
 # --- the store ------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class FeedState:
+class FeedState(Struct, frozen=True):
     url: str
     etag: str | None = None
     last_modified: str | None = None
@@ -93,8 +89,7 @@ class FeedState:
         return self.last_success is not None and self.error_streak == 0
 
 
-@dataclass(frozen=True)
-class Ingested:
+class Ingested(Struct, frozen=True):
     """What one successful poll changed: the new items (oldest first), how many known items were edited,
     whether this was the baseline (first) poll, and how many deliveries were queued."""
 
@@ -104,8 +99,7 @@ class Ingested:
     queued: int
 
 
-@dataclass(frozen=True)
-class Subscription:
+class Subscription(Struct, frozen=True):
     team_id: str
     channel_id: str
     user_id: str | None
@@ -121,8 +115,7 @@ class Subscription:
     digest_since: datetime | None = None
 
 
-@dataclass(frozen=True)
-class Delivery:
+class Delivery(Struct, frozen=True):
     id: int
     item_id: str
     team_id: str
@@ -151,16 +144,14 @@ class Delivery:
         return self.target[len(FOLLOWUP_PREFIX):] if self.target.startswith(FOLLOWUP_PREFIX) else None
 
 
-@dataclass(frozen=True)
-class SavedItem:
+class SavedItem(Struct, frozen=True):
     """An item in a person's reading list."""
 
     item: Item
     saved_at: datetime
 
 
-@dataclass(frozen=True)
-class DeliveryBatch:
+class DeliveryBatch(Struct, frozen=True):
     """A burst: the one top-level message of a channel's items from one poll, whose thread holds them."""
 
     id: str
@@ -175,8 +166,7 @@ class DeliveryBatch:
     claimed_at: datetime | None = None
 
 
-@dataclass(frozen=True)
-class Digest:
+class Digest(Struct, frozen=True):
     """A digest ledger row: one per (channel, period), claimed before its message is posted. `period` is the
     schedule and the UTC end of the period ("weekly:2026-12-07T08:00:00Z"); `items` how many it holds."""
 
@@ -194,15 +184,13 @@ class Digest:
     claimed_at: datetime | None = None
 
 
-@dataclass(frozen=True)
-class SearchHit:
+class SearchHit(Struct, frozen=True):
     item: Item
     score: float
     by_meaning: bool = False  # close in meaning only: the item does not hold the query's words
 
 
-@dataclass(frozen=True)
-class SearchFilters:
+class SearchFilters(Struct, frozen=True):
     since: date | None = None
     until: date | None = None  # the last day included
     kind: str | None = None
@@ -214,15 +202,13 @@ class SearchFilters:
 # --- a poll ---------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class DeliveryReport:
+class DeliveryReport(Struct, frozen=True):
     delivered: int = 0
     failed: int = 0
     left: int = 0  # open posts left to other processes (workers, or a live holder of their channels)
 
 
-@dataclass(frozen=True)
-class PollResult:
+class PollResult(Struct, frozen=True):
     fetched: int = 0
     new: int = 0
     delivered: int = 0
@@ -248,8 +234,7 @@ class PollResult:
 # --- routing: who receives a new item, and why (bot.route decides, the store writes) -----------------------
 
 
-@dataclass(frozen=True)
-class Audience:
+class Audience(Struct, frozen=True):
     """Everyone who could receive a new item, as read at one moment: the active subscriptions (not paused,
     their workspace not disabled) and each person's follows (outside disabled workspaces)."""
 
@@ -274,8 +259,7 @@ class Audience:
 RouteTarget = Literal["channel", "digest", "person"]
 
 
-@dataclass(frozen=True)
-class Route:
+class Route(Struct, frozen=True):
     """One new item for one recipient: a post in a channel, an item waiting for a channel's digest, or a
     direct message to a person (`to` is then the user ID); `matched` says why (the keywords, and each
     about: topic's label, prefixed), empty for a channel that takes every item."""
@@ -287,8 +271,7 @@ class Route:
     matched: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class Routes:
+class Routes(Struct, frozen=True):
     """The routing of one fetch, decided before ingest's transaction: `items` are the ids it considered new
     (each routed, whether or not anyone gets it), `audience` the `Audience.version()` it read. Ingest writes
     the routes of the items that are new inside its transaction, and refuses (`RoutesStale`) when an item

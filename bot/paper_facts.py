@@ -32,8 +32,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 from urllib.parse import parse_qs, quote, urljoin, urlsplit
+
+from msgspec import Struct
 
 MAX_VENUE_CHARS = 80
 MAX_LINK_CHARS = 500
@@ -41,8 +42,7 @@ MAX_RAW_VENUE = 300  # characters of a venue's sentence or label read at most
 MAX_TEXT_CHARS = 400_000  # of a page's text, read for venues
 
 
-@dataclass(frozen=True)
-class Anchor:
+class Anchor(Struct, frozen=True):
     """A link of a page (or an address written out in its text): where it goes, its words, and the words
     just before it."""
 

@@ -13,18 +13,17 @@ at the next poll), so Slack's errors are raised to it unsorted.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from msgspec import Struct
 from slack_sdk import WebClient
 
 RECONCILE_MARGIN = timedelta(minutes=2)  # read history from this long before the row was claimed
 HISTORY_PAGES = 5  # pages of 200 messages read before a post is taken to be absent
 
 
-@dataclass(frozen=True)
-class Poster:
+class Poster(Struct, frozen=True):
     """Who posts with a token: its bot's id, and the app's when auth.test says it."""
 
     bot_id: str

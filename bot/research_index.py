@@ -24,12 +24,12 @@ import json
 import logging
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
 import httpx
+from msgspec import Struct, field
 
 from bot.config import redact_url
 from bot.errors import FeedError, IndexReadError, StoreError
@@ -54,8 +54,7 @@ META_PENDING = "index_enrich_pending"
 Progress = Callable[[str], None]
 
 
-@dataclass(frozen=True)
-class Index:
+class Index(Struct, frozen=True):
     """The posts read from the index (as Items, oldest first) and what was skipped, by reason."""
 
     items: list[Item]
@@ -71,8 +70,7 @@ class Index:
         return f"{total} of {self.posts} posts in the research index were skipped ({reasons})"
 
 
-@dataclass(frozen=True)
-class BackfillResult:
+class BackfillResult(Struct, frozen=True):
     found: int
     added: int
     enriched: int

@@ -18,9 +18,10 @@ from __future__ import annotations
 import json
 import logging
 import re
-from dataclasses import dataclass
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
+
+from msgspec import Struct
 
 from bot.config import Settings
 from bot.errors import SummaryError
@@ -56,14 +57,12 @@ _FOR_THE_READER = re.compile(r"\b(?<!screen[ -])(?:readers?|audiences?)\b", re.I
 _THE_WORK = re.compile(r"\b(?:we|our|this (?:paper|work|post|article|study)|here)\b", re.IGNORECASE)
 
 
-@dataclass(frozen=True)
-class Bullet:
+class Bullet(Struct, frozen=True):
     text: str  # plain text, not escaped
     sources: tuple[int, ...]  # 1-based positions in Summary.items
 
 
-@dataclass(frozen=True)
-class Summary:
+class Summary(Struct, frozen=True):
     topic: str
     bullets: tuple[Bullet, ...]
     items: tuple[Item, ...]  # the cited items, in order of first citation

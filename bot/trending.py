@@ -24,8 +24,9 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+
+from msgspec import Struct
 
 from bot.blocks import counted, title_link
 from bot.errors import StoreError
@@ -46,8 +47,7 @@ QUIET = ("Nothing saved, 👍'd in answers or opened through *Related* in this w
          f"{WINDOW_DAYS} days yet: *Save* and *Related* are on every item I post or find.")
 
 
-@dataclass(frozen=True)
-class Trending:
+class Trending(Struct, frozen=True):
     """One workspace's counts over the window, and Apple's topics of one month."""
 
     saved: Sequence[tuple[Item, int]]

@@ -31,10 +31,10 @@ unfurled from the next poll on.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from msgspec import Struct
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
@@ -52,8 +52,7 @@ MAX_URL_CHARS = 2000
 EVENT_ID_CHARS = 100  # of a message ts, unfurl id, source or channel id passed back to Slack
 
 
-@dataclass(frozen=True)
-class Links:
+class Links(Struct, frozen=True):
     """Our site's links in a `link_shared` event, and what was left out."""
 
     wanted: tuple[tuple[str, str], ...]  # (the URL as posted, its canonical link), in the event's order
@@ -62,8 +61,7 @@ class Links:
     over_cap: int  # our links beyond MAX_LINKS (distinct ones)
 
 
-@dataclass(frozen=True)
-class Found:
+class Found(Struct, frozen=True):
     """What the archive holds of an event's links, ready for chat.unfurl."""
 
     unfurls: dict[str, dict[str, Any]]  # {URL as posted: {"blocks": [...]}}

@@ -16,8 +16,9 @@ stdout (stderr is for errors only).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from msgspec import Struct
 
 from bot.blocks import counted, cut, escape
 from bot.models import SearchFilters, SearchHit
@@ -37,8 +38,7 @@ BY_MEANING_SOME = "related by meaning: it holds only some of your words"
 NEAR_IN_MEANING = "Near in meaning"  # a related item that shares none of the item's rarer words
 
 
-@dataclass(frozen=True)
-class Surface:
+class Surface(Struct, frozen=True):
     """How a surface renders the shared words: how a command is typed there, and how user and feed text is
     made safe for its markup."""
 

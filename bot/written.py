@@ -27,8 +27,9 @@ import logging
 import re
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from msgspec import Struct
 
 from bot.errors import SummaryError, SummaryStopped
 from bot.models import Item
@@ -49,8 +50,7 @@ _CITATION = re.compile(r"\[(\d{1,3}(?:\s*[,;]\s*\d{1,3})*)\]")
 _END = re.compile(r"[.!?](?:\s*\[\d{1,3}(?:\s*[,;]\s*\d{1,3})*\])*\s+(?=[\"“(\[]?[A-Z0-9])")
 
 
-@dataclass(frozen=True)
-class Sentence:
+class Sentence(Struct, frozen=True):
     text: str  # plain text without its citations, not escaped
     sources: tuple[int, ...]  # 1-based positions in the listed items
 

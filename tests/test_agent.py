@@ -4,7 +4,6 @@ streamed with citations, and feedback buttons, over each store, with FakeSlack a
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import re
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
+import msgspec.structs
 import pytest
 from slack_bolt.adapter.wsgi import SlackRequestHandler
 
@@ -50,7 +50,7 @@ def running(store: Store, slack: FakeSlack, meaning: Callable[[], Any] | None = 
     client = web_client(config)
     services = make_services(config, store, client)
     if meaning is not None:
-        services = dataclasses.replace(services, index=SearchIndex(store, model=meaning))
+        services = msgspec.structs.replace(services, index=SearchIndex(store, model=meaning))
     # the model lane on the same tracked pool, so Bot.drain() waits for written answers too
     app = build_app(config, store, client=client, executor=executor, services=services,
                     model_lane=ModelLane(pool=executor))

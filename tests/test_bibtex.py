@@ -5,13 +5,13 @@ the same reference in plain text."""
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 from datetime import UTC, datetime
 
 import bibtexparser
 import pytest
 from bibtexparser import Library
 from bibtexparser.model import Entry
+from msgspec.structs import replace
 
 from bot import bibtex
 from bot.models import Item

@@ -11,12 +11,12 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Sequence
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from msgspec.structs import replace
 
 from bot import blocks, deliver
 from bot.config import Settings

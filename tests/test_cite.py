@@ -9,12 +9,12 @@ from __future__ import annotations
 import html
 import json
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import bibtexparser
 import pytest
+from msgspec.structs import replace
 
 from bot import bibtex, blocks, cite, entities, home, unfurls, views
 from bot.cli import main

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from msgspec.structs import replace
 from slack_sdk.errors import SlackApiError
 
 from bot.commands import SHARE_ACTION_ID, Invocation, Reply, Services, handle, is_slow, shared

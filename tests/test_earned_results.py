@@ -11,10 +11,10 @@ import re
 import string
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import replace
 from datetime import UTC, date, datetime
 
 import pytest
+from msgspec.structs import replace
 
 from bot.answers import shown_items
 from bot.ask import understand

@@ -8,12 +8,12 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
-from dataclasses import replace
 from io import StringIO
 from pathlib import Path
 from typing import Any
 
 import pytest
+from msgspec.structs import replace
 from slack_bolt.adapter.wsgi import SlackRequestHandler
 from slack_sdk import WebClient
 

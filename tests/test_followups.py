@@ -7,12 +7,12 @@ tests/fakes/slack_api.py), on both stores."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
 import pytest
+from msgspec.structs import replace
 
 from bot import blocks, item_pages, poller
 from bot.deliver import Deliverer

@@ -108,7 +108,7 @@ def test_an_edited_item_and_a_new_model_are_embedded_again(store: Store) -> None
     first = store.item_vectors(MODEL().name)
     post = CORPUS[0]
     item = next(i for i in store.latest(100) if i.id == post["link"])
-    from dataclasses import replace
+    from msgspec.structs import replace
     store.add_items([replace(item, summary="A new abstract about homomorphic encryption.")])
     search(index, "privacy")
     again = store.item_vectors(MODEL().name)

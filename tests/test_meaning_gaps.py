@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import replace
 
 import pytest
 import tantivy
+from msgspec.structs import replace
 
 from bot.errors import StoreError
 from bot.search import hybrid

@@ -4,9 +4,8 @@ and the `venue:` and `has:` filters, the same results on both stores, by words a
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
+from msgspec.structs import replace
 
 from bot import answers, blocks, views
 from bot.commands import Invocation, Services, handle

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import tantivy
+from msgspec.structs import replace
 
 from bot.errors import SearchError, SearchUnavailable
 from bot.feed import parse
@@ -147,7 +148,7 @@ def test_a_bad_limit_is_a_search_error(archive, limit):
 
 def test_edits_are_searchable(archive):
     velox = next(i for i in ARCHIVE if i.link.endswith("/velox"))
-    archive.add_items([Item(**{**velox.__dict__, "title": "Velox renamed to Wombat"})])
+    archive.add_items([replace(velox, title="Velox renamed to Wombat")])
     assert slugs(search(archive, "wombat")) == ["velox"]
 
 
@@ -346,7 +347,7 @@ def test_a_change_by_another_process_is_found_by_the_next_search(database_url):
     assert slugs(run_search(index, "quokkas ").hits) == ["second"]
     first = mine.get_item("https://machinelearning.apple.com/research/first")
     assert first is not None
-    other.add_items([Item(**{**first.__dict__, "title": "Numbats"})])
+    other.add_items([replace(first, title="Numbats")])
     assert slugs(run_search(index, "numbats ").hits) == ["first"]
 
 
@@ -373,7 +374,7 @@ def test_a_refresh_reads_only_the_rows_written_since(database_url):
     other.add_items([make("new", "Wombats", "about wombats")])
     filler = mine.get_item("https://machinelearning.apple.com/research/filler-3")
     assert filler is not None
-    other.add_items([Item(**{**filler.__dict__, "title": "Quokkas"})])
+    other.add_items([replace(filler, title="Quokkas")])
     assert slugs(run_search(index, "wombats ").hits) == ["new"]
     assert slugs(run_search(index, "quokkas ").hits) == ["filler-3"]
     assert "filler-3" not in slugs(run_search(index, "filler", limit=20).hits)
@@ -466,7 +467,7 @@ def test_every_documents_id_is_read_from_its_place_after_edits_and_additions(sto
     first = index.current()
     edited = store.get_item("https://machinelearning.apple.com/research/held-4")
     assert edited is not None
-    store.add_items([Item(**{**edited.__dict__, "title": "Held item four, edited"}),
+    store.add_items([replace(edited, title="Held item four, edited"),
                      make("held-new-1", "Held item new", day=20),
                      make("held-new-2", "Held item newer", day=21)])
     snapshot = index.current()

@@ -9,11 +9,11 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from msgspec.structs import replace
 
 from bot.errors import LockTimeout
 from bot.feed import parse

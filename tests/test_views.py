@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 import threading
-from dataclasses import replace
 
 import pytest
+from msgspec.structs import replace
 from slack_sdk.models.blocks import (
     ActionsBlock,
     ButtonElement,

@@ -8,9 +8,10 @@ Every handler is `(rest, invocation, services) -> Reply`; `bot.commands.dispatch
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+
+from msgspec import Struct, field
 
 from bot import views
 from bot.config import Settings
@@ -22,8 +23,7 @@ from bot.views import Blocks
 C = views.COMMAND
 
 
-@dataclass(frozen=True)
-class Invocation:
+class Invocation(Struct, frozen=True):
     """What a slash command carries."""
 
     text: str
@@ -35,8 +35,7 @@ class Invocation:
     shown: int | None = None  # a question's count ("the latest 3 on privacy"): results shown, at most five
 
 
-@dataclass(frozen=True)
-class Reply:
+class Reply(Struct, frozen=True):
     text: str  # plain-text fallback (escaped feed text)
     blocks: list[dict[str, Any]] = field(default_factory=list)
     share_value: str | None = None  # when set, `blocks` end with the "Share in channel" button
@@ -44,8 +43,7 @@ class Reply:
     # a command's reply with it; a thread's answer says it in its header)
 
 
-@dataclass
-class Services:
+class Services(Struct):
     store: Store
     settings: Settings
     slack: Any = None  # a slack_sdk.WebClient, for conversations.info

@@ -8,7 +8,8 @@ from __future__ import annotations
 import logging
 import unicodedata
 from collections.abc import Callable
-from dataclasses import replace
+
+from msgspec.structs import replace
 
 from bot import views
 from bot.blocks import FALLBACK_TEXT_LIMIT, cut, escape

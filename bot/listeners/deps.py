@@ -9,10 +9,10 @@ workspace's token (`Deps.for_request`).
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from typing import Any
 
+import msgspec.structs
 from slack_bolt import BoltContext
 from slack_sdk import WebClient
 
@@ -45,7 +45,7 @@ class Deps:
         slack = client if client is not None and services.settings.oauth_enabled else services.slack
         if store is services.store and slack is services.slack:
             return services
-        return dataclasses.replace(services, store=store, slack=slack)
+        return msgspec.structs.replace(services, store=store, slack=slack)
 
 
 def team(context: dict[str, Any], event: dict[str, Any] | None = None) -> str:

@@ -33,8 +33,9 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from functools import lru_cache
+
+from msgspec import Struct
 
 from bot.errors import SearchError
 from bot.search.words import edits
@@ -75,8 +76,7 @@ def words_of(name: str) -> tuple[str, ...]:
     return tuple(_WORD.findall(fold(written(name))))
 
 
-@dataclass(frozen=True)
-class Typed:
+class Typed(Struct, frozen=True):
     """A name as typed (`typed`): its words, folded, and the name tidied for showing and storing."""
 
     words: tuple[str, ...]
@@ -169,8 +169,7 @@ def words_in(authors: tuple[str, ...]) -> frozenset[str]:
     return frozenset(word for author in authors for word in words_of(author))
 
 
-@dataclass(frozen=True)
-class Person:
+class Person(Struct, frozen=True):
     """Names of the archive taken for one person: its forms (most items first) and its items."""
 
     forms: tuple[str, ...]

@@ -23,10 +23,10 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import tantivy
+from msgspec import Struct, field
 
 from bot import memory
 from bot.feed import kind_of
@@ -56,8 +56,7 @@ class Entry(NamedTuple):
     authors: tuple[str, ...] = ()  # as the row holds them: what `author:` filters match (`authors_of`)
 
 
-@dataclass(frozen=True)
-class Snapshot:
+class Snapshot(Struct, frozen=True):
     index: tantivy.Index
     searcher: tantivy.Searcher
     entries: dict[str, Entry]  # id -> Entry, for every item of the archive

@@ -25,18 +25,18 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+
+from msgspec import Struct
 
 from bot.search.analysis import terms
 
 GLOSSARY_FILE = Path(__file__).with_name("glossary.json")
 
 
-@dataclass(frozen=True)
-class Entry:
+class Entry(Struct, frozen=True):
     short: str
     long: tuple[str, ...]
     case: bool = False
@@ -46,8 +46,7 @@ class Entry:
         return (self.short, *self.long)
 
 
-@dataclass(frozen=True)
-class Expansion:
+class Expansion(Struct, frozen=True):
     entry: Entry
     said: str  # the form the query used
     adds: tuple[tuple[str, ...], ...]  # the other forms, as analyzed terms (each one phrase)
@@ -55,8 +54,7 @@ class Expansion:
     plain: bool = False  # of the `plain` list (everyday words), not an abbreviation's forms
 
 
-@dataclass(frozen=True)
-class Plain:
+class Plain(Struct, frozen=True):
     means: tuple[str, ...]  # the field's terms, as written
     said: tuple[str, ...]  # everyday ways to say it, as written
 

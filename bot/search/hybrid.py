@@ -47,12 +47,13 @@ prints both).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 from datetime import UTC, datetime, time, timedelta
 from typing import TYPE_CHECKING
 
 import numpy as np
 import tantivy
+from msgspec import Struct
+from msgspec.structs import replace
 
 from bot.models import SearchHit
 from bot.search import glossary
@@ -86,8 +87,7 @@ FEEDBACK = 3  # ... and it is as close to the query moved toward this many best 
 FEEDBACK_WEIGHT = 0.3  # ... by this much (their mean vector's weight beside the query's unit vector)
 
 
-@dataclass(frozen=True)
-class Ranked:
+class Ranked(Struct, frozen=True):
     hits: list[SearchHit]
     total: int  # how many items earned a place (the hits are the best of them)
 

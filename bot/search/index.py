@@ -22,13 +22,15 @@ meanwhile, their note saying why.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import tantivy
+from msgspec import Struct
+from msgspec.structs import replace
 
 from bot.config import Settings
 from bot.errors import BotError, NothingFound, SearchError, SearchUnavailable
@@ -52,8 +54,7 @@ UNCLOSED_NOTE = ("A quote mark was not closed, so I searched its words loose, no
                  "search the phrase.")
 
 
-@dataclass(frozen=True)
-class Found:
+class Found(Struct, frozen=True):
     """Ranked hits, and the query as searched when a misspelt word was searched as another (else None)."""
 
     hits: list[SearchHit]
@@ -215,7 +216,7 @@ class SearchIndex:
         if found.hits:
             return found
         if query.terms and query.filters != SearchFilters():  # the filters left nothing: do the words alone?
-            alone = self._ranked(snapshot, replace(whole, filters=SearchFilters()), 1, store)
+            alone = self._ranked(snapshot, dataclasses.replace(whole, filters=SearchFilters()), 1, store)
             if alone.hits and not alone.hits[0].by_meaning:
                 found = replace(found, unfiltered=alone.total)
         if not query.phrases:
@@ -240,7 +241,7 @@ class SearchIndex:
         gone = "That link is not in the archive" if one else "Those links are not in the archive"
         if all(term in STOPWORDS for term in query.terms):  # none, or only common words (…/a)
             raise NothingFound(f"{gone}: {query.links[0][:100]}")
-        found = self._search(snapshot, replace(query, links=()), limit, store)
+        found = self._search(snapshot, dataclasses.replace(query, links=()), limit, store)
         said = f"{gone}; searched the words of {'its' if one else 'their'} address: {query.text}"
         return replace(found, note=_notes(said, found.note))
 

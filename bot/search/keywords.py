@@ -22,13 +22,14 @@ is safe.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, replace
 from datetime import UTC, datetime, time, timedelta
 
 import tantivy
+from msgspec import Struct
 
 from bot.search import authors, glossary
 from bot.search.analysis import KEPT_APART, KEPT_TERMS, terms
@@ -112,8 +113,7 @@ def _prefixed(searcher: tantivy.Searcher, typed: str, indexed: bool) -> list[str
     return chosen
 
 
-@dataclass(frozen=True)
-class Words:
+class Words(Struct, frozen=True):
     """A query's words as the engine searches them (`text_query`)."""
 
     query: tantivy.Query | None  # the scoring part, None when the query has no words
@@ -173,7 +173,7 @@ def spelled(snapshot: Snapshot, query: Query, store: Store) -> tuple[Query, str 
     shown = [fixed.get(w, w) for w in loose if terms(w)]
     shown += ['"' + " ".join(phrase) + '"' for phrase in query.phrases if any(terms(w) for w in phrase)]
     shown += ["-" + (words[0] if len(words) == 1 else '"' + " ".join(words) + '"') for words in query.without]
-    typed_right = replace(query, terms=tuple(dict.fromkeys(fixed.get(t, t) for t in query.terms)),
+    typed_right = dataclasses.replace(query, terms=tuple(dict.fromkeys(fixed.get(t, t) for t in query.terms)),
                           content=tuple(dict.fromkeys(fixed.get(t, t) for t in query.content)), text=text,
                           prefix_last=query.prefix_last and query.terms[-1] not in fixed)
     return typed_right, " ".join(shown)
@@ -189,7 +189,7 @@ def whole_last(snapshot: Snapshot, query: Query) -> Query:
     word = query.terms[-1]
     stems = terms(word)
     if len(stems) == 1 and _known(snapshot.searcher, stems[0]):
-        return replace(query, prefix_last=False)
+        return dataclasses.replace(query, prefix_last=False)
     return query
 
 

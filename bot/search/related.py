@@ -28,10 +28,10 @@ import math
 import re
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import tantivy
+from msgspec import Struct
 
 from bot.errors import BotError, NothingFound, SearchError
 from bot.feed import canonical_link
@@ -93,8 +93,7 @@ _WORD = re.compile(r"[^\W_][\w'-]*[^\W_]|[^\W_]")
 _SLACK_LINK = re.compile(r"^<([^|>]+)(?:\|[^>]*)?>$")
 
 
-@dataclass(frozen=True)
-class Related:
+class Related(Struct, frozen=True):
     item: Item
     score: float
     shares: str  # the words both items use, comma-separated ("" when none)

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 
 import numpy as np
 import simsimd
+from msgspec import Struct
 
 from bot import memory
 from bot.search.embed import Embedder
@@ -32,8 +32,7 @@ EMBED_BATCH = 256  # items embedded (and stored) at a time
 Progress = Callable[[int, int], None]  # (done, total)
 
 
-@dataclass(frozen=True)
-class Vectors:
+class Vectors(Struct, frozen=True):
     model: str
     marker: int
     ids: list[str]

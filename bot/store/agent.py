@@ -16,9 +16,10 @@ which `bot.store.trending` counts without reading JSON.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
+
+from msgspec import Struct
 
 from bot.store.base import StoreBase
 from bot.store.models import from_iso, iso, utcnow
@@ -40,8 +41,7 @@ VOTES = ("up", "down")
 Recorded = Literal["stored", "changed", "same", "not_an_answer"]
 
 
-@dataclass(frozen=True)
-class Feedback:
+class Feedback(Struct, frozen=True):
     """One person's vote on one answer."""
 
     team_id: str
