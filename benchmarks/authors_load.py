@@ -14,10 +14,13 @@ and a few "Last, First" forms among them. Measured on a store of each backend:
 - "route": a poll's 20 new items matched against 1,000 people following an author each, in one call as a
   poll makes it (`Router.by_authors`: the author part of routing; the keyword part is no author's).
 Target: author matching p99 < 10 ms at 20,000 items (resolve and route; search's own target is bench_store's).
+"full gc": CPython's full (generation 2) garbage collections during the measuring, and the longest: each
+walks every object the process holds, in whichever call allocates when one falls due.
 """
 
 from __future__ import annotations
 
+import gc
 import random
 import time
 import unicodedata
@@ -103,6 +106,29 @@ def clocked(fn: Callable[[], object], runs: int, warmup: int = 1) -> tuple[list[
     return wall, cpu
 
 
+class FullCollections:
+    """The full (generation 2) garbage collections made while in the block: their durations, in ms."""
+
+    def __init__(self) -> None:
+        self.took: list[float] = []
+        self._start = 0.0
+
+    def __enter__(self) -> FullCollections:
+        gc.callbacks.append(self._seen)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self._seen)
+
+    def _seen(self, phase: str, info: dict[str, int]) -> None:
+        if info["generation"] != 2:
+            return
+        if phase == "start":
+            self._start = time.perf_counter()
+        else:
+            self.took.append((time.perf_counter() - self._start) * 1000)
+
+
 def measure_authors(make: Callable[[int], Any], size: int, runs: int) -> dict[str, float]:
     with make(size) as store:
         pool = fill(store, size)
@@ -125,23 +151,26 @@ def measure_authors(make: Callable[[int], Any], size: int, runs: int) -> dict[st
             taken[kind][0].extend(measured[0])
             taken[kind][1].extend(measured[1])
 
-        for name in tried:
-            add("resolve", clocked(lambda n=name: resolved(n), runs))  # type: ignore[misc]
-            add("search", clocked(lambda n=name: search.search(index, f'author:"{n}"', limit=10), runs))  # type: ignore[misc]
         follows = tuple(("T1", f"U{n}", (f"author:{typed(name).name}",))
                         for n, name in enumerate(pool[:ROUTE_FOLLOWS]))
         audience = Audience((), follows)
         router = Router()
         new = list(with_authors(20, seed=99))
-        add("route", clocked(lambda: router.by_authors(new, audience), runs * 10))
-    found: dict[str, float] = {"names_ms": names_ms, "people": len(directory.names)}
+        with FullCollections() as collections:
+            for name in tried:
+                add("resolve", clocked(lambda n=name: resolved(n), runs))  # type: ignore[misc]
+                add("search", clocked(lambda n=name: search.search(index, f'author:"{n}"', limit=10), runs))  # type: ignore[misc]
+            add("route", clocked(lambda: router.by_authors(new, audience), runs * 10))
+    took = collections.took
+    found: dict[str, float] = {"names_ms": names_ms, "people": len(directory.names), "full_gc": len(took),
+                               "full_gc_ms": max(took, default=0)}
     for kind, (wall, cpu) in taken.items():
         found |= {f"{kind}_p50": pct(wall, 50), f"{kind}_p99": pct(wall, 99), f"{kind}_cpu_p99": pct(cpu, 99)}
     return found
 
 
 HEADER = (f"  {'backend':<9} {'items':>8} {'names':>8} {'built':>8} {'resolve p50':>12} {'p99 (cpu)':>17} "
-          f"{'search p50':>11} {'p99 (cpu)':>17} {'route p99 (cpu)':>18}")
+          f"{'search p50':>11} {'p99 (cpu)':>17} {'route p99 (cpu)':>18} {'full gc (longest)':>18}")
 TARGETS = ("  targets: author matching (resolve, route) p99 < 10 ms at 20,000 items; route: a poll of 20 new "
            f"items, {ROUTE_FOLLOWS:,} author follows; (cpu): this thread's CPU time, p99")
 
@@ -150,4 +179,5 @@ def row(name: str, size: int, r: dict[str, float]) -> str:
     return (f"  {name:<9} {size:>8,} {int(r['people']):>8,} {r['names_ms']:>6.0f} ms "
             f"{r['resolve_p50']:>9.2f} ms {r['resolve_p99']:>7.2f} ms ({r['resolve_cpu_p99']:>5.2f}) "
             f"{r['search_p50']:>8.2f} ms {r['search_p99']:>7.2f} ms ({r['search_cpu_p99']:>5.2f}) "
-            f"{r['route_p99']:>8.2f} ms ({r['route_cpu_p99']:>5.2f})")
+            f"{r['route_p99']:>8.2f} ms ({r['route_cpu_p99']:>5.2f}) "
+            f"{int(r['full_gc']):>3}, {r['full_gc_ms']:>4.0f} ms")

@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from msgspec import Struct
 
@@ -33,6 +33,7 @@ from bot.errors import StoreError
 from bot.models import Item
 from bot.search.glossary import topics_named
 from bot.store import Store, utcnow
+from bot.store.trending import month_of
 
 log = logging.getLogger("bot.trending")
 
@@ -66,39 +67,22 @@ class Trending(Struct, frozen=True):
 
 def trending(store: Store, team_id: str, now: datetime | None = None) -> Trending:
     """What `team_id` saved, liked and opened most in the WINDOW_DAYS days before `now`, and Apple's topics
-    of `now`'s month (while it has none yet, of the latest month with items). Five reads (six early in a
-    month): a request's view of the store (`Store.thread_view`) makes them on one connection."""
+    of `now`'s month (while it has none yet, of the latest month with items): `Store.reading`, one query
+    while the process's kept reading of the workspace holds, a few when a save, a vote, an open or the
+    archive changed it."""
     now = now or utcnow()
-    since = now - timedelta(days=WINDOW_DAYS)
-    month = _month_of(now)
-    texts = store.published_between(month, _next_month(month))
-    latest = False
-    if not texts:  # nothing yet this month: the latest month with items
-        before = store.latest_published(month)
-        if before is not None:
-            month = _month_of(before)
-            texts, latest = store.published_between(month, _next_month(month)), True
-    counts = [read(team_id, since, SHOWN + SPARE)
-              for read in (store.most_saved, store.most_liked, store.most_opened)]
-    items = store.get_items(list(dict.fromkeys(i for kind in counts for i, _n in kind)))  # one read for all
-    saved, liked, opened = ([(items[i], n) for i, n in kind if i in items][:SHOWN] for kind in counts)
+    got = store.reading(team_id, now - timedelta(days=WINDOW_DAYS), month_of(now), SHOWN + SPARE)
+    saved, liked, opened = ([(got.items[i], n) for i, n in kind if i in got.items][:SHOWN]
+                            for kind in (got.saved, got.liked, got.opened))
     return Trending(
         saved=saved,
         liked=liked,
         opened=opened,
-        month=month,
-        published=len(texts),
-        topics=_topics(texts),
-        latest=latest,
+        month=got.month,
+        published=len(got.texts),
+        topics=_topics(got.texts),
+        latest=got.latest,
     )
-
-
-def _month_of(moment: datetime) -> datetime:
-    return moment.astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-
-
-def _next_month(month: datetime) -> datetime:
-    return (month + timedelta(days=32)).replace(day=1)
 
 
 def _topics(texts: Sequence[str]) -> list[tuple[str, int]]:

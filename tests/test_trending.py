@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from msgspec.structs import replace
+
 from bot import trending
 from bot.commands import Invocation, Reply, Services, handle
 from bot.config import Settings
@@ -20,6 +22,7 @@ from bot.route import ingest
 from bot.search.glossary import topics_named
 from bot.slackweb import make_client
 from bot.store import MIGRATIONS, Store, iso, open_store, utcnow
+from bot.store.trending import MAX_ROWS
 from tests.fakes.archive import make_item
 from tests.fakes.recorder import Recorder
 from tests.fakes.slack_api import FakeSlack
@@ -164,6 +167,76 @@ def test_the_related_button_is_counted_through_the_signed_app(store: Store, app:
     assert store.most_opened(OTHER, day, 5) == [(LLM.id, 1)]
 
 
+# --- counts kept between calls (bench_store: a process keeps each workspace's latest reading) ------------
+
+
+def test_a_save_a_vote_and_an_open_count_at_once_after_the_counts_were_kept(store: Store) -> None:
+    activity(filled(store))
+    view = store.thread_view()  # as a request thread reads
+    assert ids(trending.trending(view, TEAM).saved) == [(LLM.id, 3), (SPEECH.id, 1)]
+    for user in ("U0DAVE", "U0ERIN", "U0FRANK"):
+        store.save_item(TEAM, user, SPEECH.id)
+    assert ids(trending.trending(view, TEAM).saved) == [(SPEECH.id, 4), (LLM.id, 3)]
+    store.unsave_item(TEAM, ALICE, LLM.id)
+    store.record_feedback(TEAM, "D0ALICE", "1700000000.0001009", BOB, "down")
+    store.record_related_open(TEAM, RLHF.id)
+    report = trending.trending(view, TEAM)
+    assert ids(report.saved) == [(SPEECH.id, 4), (LLM.id, 2)]
+    assert ids(report.liked) == [(RLHF.id, 1), (LLM.id, 1)]
+    assert ids(report.opened) == [(SPEECH.id, 2), (RLHF.id, 1)]
+    assert ids(trending.trending(view, OTHER).saved) == [(EVIL.id, 1)], "a workspace's own counts"
+
+
+def test_another_process_writing_is_seen_by_this_ones_next_call(database_url: str) -> None:
+    here, there = open_store(database_url), open_store(database_url)  # two dynos' stores
+    here.migrate()
+    activity(filled(here))
+    assert ids(trending.trending(here, TEAM).saved) == [(LLM.id, 3), (SPEECH.id, 1)]
+    there.save_item(TEAM, "U0DAVE", SPEECH.id)
+    assert ids(trending.trending(here, TEAM).saved)[1] == (SPEECH.id, 2)
+    with there.connect() as db:  # a save written as an older release, or a person at a SQL prompt, would
+        db.execute("INSERT INTO saved_items (team_id, user_id, item_id, saved_at) VALUES (?, ?, ?, ?)",
+                   [TEAM, "U0ERIN", RLHF.id, iso(utcnow())])
+    assert ids(trending.trending(here, TEAM).saved) == [(LLM.id, 3), (SPEECH.id, 2), (RLHF.id, 1)]
+    there.add_items([replace(LLM, title="Scaling Large Language Models, Revised")])  # the archive changes
+    assert trending.trending(here, TEAM).saved[0][0].title == "Scaling Large Language Models, Revised"
+    november = datetime(2026, 11, 25, tzinfo=UTC)
+    assert trending.trending(here, TEAM, november).published == 3
+    there.add_items([make_item("asr-2", "Speech Recognition Again", "ASR.", day="2026-11-24")])
+    report = trending.trending(here, TEAM, november)
+    assert report.published == 4 and ("automatic speech recognition", 2) in report.topics
+
+
+def test_the_window_edge_is_exact_after_the_counts_were_kept(store: Store) -> None:
+    filled(store)
+    store.save_item(TEAM, ALICE, LLM.id)
+    store.record_related_open(TEAM, SPEECH.id)
+    saved_at = store.saved_items(TEAM, ALICE)[0].saved_at
+    window = timedelta(days=trending.WINDOW_DAYS)
+    last_day = datetime.combine(saved_at.date(), datetime.min.time(), UTC) + window + timedelta(days=1)
+    assert ids(trending.trending(store, TEAM, saved_at + window).saved) == [(LLM.id, 1)]  # kept, then:
+    late = trending.trending(store, TEAM, saved_at + window + timedelta(seconds=1))
+    assert not late.saved and ids(late.opened) == [(SPEECH.id, 1)], "the save left the window, the day not"
+    back = trending.trending(store, TEAM, saved_at + window)  # the window a second back: read again
+    assert ids(back.saved) == [(LLM.id, 1)]
+    assert trending.trending(store, TEAM, last_day - timedelta(seconds=1)).opened
+    assert trending.trending(store, TEAM, last_day).quiet, "the open's day left the window"
+
+
+def test_a_count_reads_the_newest_saves_of_the_window(store: Store) -> None:
+    filled(store)
+    now = utcnow()
+    older = [(TEAM, f"U{n:05d}", LLM.id, iso(now - timedelta(days=20))) for n in range(MAX_ROWS // 2 + 200)]
+    newer = [(TEAM, f"U{n:05d}", SPEECH.id, iso(now - timedelta(days=1))) for n in range(MAX_ROWS // 2 - 100)]
+    with store.connect() as db:
+        for rows in (older, newer):
+            values = ", ".join(["(?, ?, ?, ?)"] * len(rows))
+            db.execute(f"INSERT INTO saved_items (team_id, user_id, item_id, saved_at) VALUES {values}",
+                       [v for row in rows for v in row])
+    assert ids(trending.trending(store, TEAM, now).saved) == [(LLM.id, MAX_ROWS // 2 + 100),
+                                                             (SPEECH.id, MAX_ROWS // 2 - 100)]
+
+
 # --- what people see ---------------------------------------------------------------------------------------
 
 
@@ -250,6 +323,8 @@ def test_the_topics_are_the_glossarys_most_named_this_month(store: Store) -> Non
     assert trending.topics_line(report) == (
         "*Apple's topics in November 2026* (3 items): large language model (2) · automatic speech "
         "recognition (1) · reinforcement learning from human feedback (1)")
+    december = trending.trending(store, TEAM, datetime(2026, 12, 2, tzinfo=UTC))  # a month on: read again
+    assert (december.month, december.published, december.latest) == (report.month, 3, True)
 
 
 def test_a_month_without_items_yet_shows_the_latest_month_that_has(store: Store) -> None:

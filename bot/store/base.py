@@ -43,6 +43,7 @@ MIGRATIONS = (
     "m019_workers",
     "m020_item_pages",
     "m021_related_opens",
+    "m022_trending_marks",
 )
 # A merge_index that adds or enriches this many items is followed by _after_bulk_merge.
 BULK_MERGE = 200

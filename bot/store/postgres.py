@@ -43,7 +43,7 @@ from bot.store.merge import backfill_authors_text
 from bot.store.models import iso, utcnow
 from bot.store.pages import PAGES_DDL
 from bot.store.store import Store
-from bot.store.trending import TRENDING_DDL, backfill_vote_items
+from bot.store.trending import TRENDING_DDL, backfill_vote_items, postgres_marks_ddl
 from bot.store.vectors import VECTORS_TABLE
 from bot.store.workers import IDENTITY_KEY, WORKERS_DDL
 
@@ -242,6 +242,13 @@ def m021_related_opens(db: Conn) -> None:
     backfill_vote_items(db)
 
 
+def m022_trending_marks(db: Conn) -> None:
+    """A mark per workspace, moved by statement triggers (bot.store.trending.postgres_marks_ddl), as
+    SQLite's."""
+    for sql in postgres_marks_ddl():
+        db.execute(sql)
+
+
 PG_MIGRATIONS = (
     m001_items,
     m002_delivery,
@@ -261,6 +268,7 @@ PG_MIGRATIONS = (
     m019_workers,
     m020_item_pages,
     m021_related_opens,
+    m022_trending_marks,
 )
 
 

@@ -30,7 +30,7 @@ from bot.store.ledger import BATCHES_DDL
 from bot.store.merge import backfill_authors_text
 from bot.store.pages import PAGES_DDL
 from bot.store.store import Store
-from bot.store.trending import TRENDING_DDL, backfill_vote_items
+from bot.store.trending import TRENDING_DDL, backfill_vote_items, sqlite_marks_ddl
 from bot.store.vectors import VECTORS_TABLE
 from bot.store.workers import WORKERS_DDL
 
@@ -277,6 +277,13 @@ def m021_related_opens(db: Database) -> None:
     backfill_vote_items(Conn(db.conn, pyformat=False))
 
 
+def m022_trending_marks(db: Database) -> None:
+    """A mark per workspace, moved by triggers whenever a save, a vote or a Related counter of it changes:
+    what tells a process that its kept trending counts still hold (bot.store.trending)."""
+    for sql in sqlite_marks_ddl():
+        db.execute(sql)
+
+
 # --- the store -----------------------------------------------------------------------------------------
 
 
@@ -289,7 +296,7 @@ def migration_set() -> Migrations:
     steps = (m001_items, m002_delivery, m003_authors_fts, m004_fts_prefix_index, m005_installations,
              m006_search_generation, m007_one_search_engine, m008_feed_baseline, m009_item_changes,
              m010_bursts, m011_digests, m012_follows_saved, m013_answered_events, m014_item_vectors,
-             m017_agent, m019_workers, m020_item_pages, m021_related_opens)
+             m017_agent, m019_workers, m020_item_pages, m021_related_opens, m022_trending_marks)
     for step in steps:
         migrations()(step)
     return migrations
