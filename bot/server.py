@@ -285,15 +285,18 @@ def _start_poller_into(
 def serve(settings: Settings) -> int:
     """Run until SIGTERM/SIGINT; 0 on a clean stop. Raises ServeError when it cannot start."""
     memory.limit_arenas()  # before any thread starts
+    executor = ThreadPoolExecutor(max_workers=LAZY_WORKERS, thread_name_prefix="lazy")
+    client = web_client(settings)
+    # One workspace, one token: asked once, in the background while the store opens and the app is built
+    # (Slack's round trip is the longest wait of the start), and answered before the server listens.
+    token_checked = None if settings.oauth_enabled else executor.submit(check_token, client)
     store = open_store(settings.database_url)
     store.migrate()
-    executor = ThreadPoolExecutor(max_workers=LAZY_WORKERS, thread_name_prefix="lazy")
     lane = ModelLane()
-    client = web_client(settings)
-    if not settings.oauth_enabled:  # one workspace, one token: checked once, now (OAuth has none yet)
-        check_token(client)
     services = make_services(settings, store, client)  # its search index is built once the server listens
     app = build_app(settings, store, client=client, executor=executor, services=services, model_lane=lane)
+    if token_checked is not None:
+        token_checked.result()  # a refused token: ServeError, and serve stops before it listens
     socket_mode = settings.slack_app_token is not None
     handler = SlackRequestHandler(app, path=EVENTS_PATH)
     slack: WsgiApp | None = None if socket_mode else handler
