@@ -87,6 +87,20 @@ class Unlinked(NamedTuple):
     sends_away: bool  # whether one of them was where the text sent its reader (see the module docstring)
 
 
+def _sentence_after(address: str) -> str:
+    """What an address's match took of the sentence around it: the punctuation that ends it ("…/abs/1."),
+    and a closing parenthesis the address did not open ("(arxiv.org/abs/1)")."""
+    kept = ""
+    while address:
+        if address[-1] in ".,;:!?'\"":
+            kept, address = address[-1] + kept, address[:-1]
+        elif address[-1] == ")" and address.count(")") > address.count("("):
+            kept, address = ")" + kept, address[:-1]
+        else:
+            break
+    return kept
+
+
 def unlinked(text: str) -> Unlinked:
     """`text` without any address or link markup (see the module docstring), how many were removed, and
     whether one was where the text sent its reader."""
@@ -112,21 +126,24 @@ def unlinked(text: str) -> Unlinked:
             sends_away = True
         return ""
 
+    def address(match: re.Match[str]) -> str:  # an address goes; the sentence's ")" and "." after it stay
+        return gone(match) + _sentence_after(match.group(0))
+
     def host(match: re.Match[str]) -> str:
         name, tld, tail = match.group(1), match.group(2).lower(), match.group(3)
         labels = name.split(".")
         if tail or tld in COMMON_TLDS or (len(labels) >= 3 and min(map(len, labels)) >= 2):
-            return gone(match)
+            return address(match)
         return match.group(0)  # "Node.js", "e.g.the": words, not a host
 
     text = _SLACK_LINK.sub(label, text)
     text = _HTML_TAG.sub(gone, text)
     text = _MD_LINK.sub(label, text)
-    text = _URL.sub(gone, text)
+    text = _URL.sub(address, text)
     text = _HOST.sub(host, text)
     if removed:
         text = _EMPTY.sub("", text)
-        text = re.sub(r"\s+([.!?,;:])", r"\1", " ".join(text.split()))
+        text = re.sub(r"\s+([.!?,;:)])", r"\1", " ".join(text.split()))
     return Unlinked(text, removed, sends_away)
 
 

@@ -118,6 +118,11 @@ def test_a_sentence_that_lost_a_link_is_dropped_with_too_little_left_or_sending_
     ("See ![img](https://evil.example/i.png) now", "See img now"),
     ("See <a href=\"https://evil.example\">this</a> now", "See this now"),
     ("Node.js, e.g.the models, GPT-4.5 and Core.ML stay", None),
+    # the sentence around an address keeps its own parenthesis and punctuation
+    ("Apple's paper (arxiv.org/abs/2401.00001) reports gains.", "Apple's paper reports gains."),
+    ("The model (see https://github.com/apple/ml-x) is open.", "The model (see) is open."),
+    ("Read it at https://evil.example/a_(b).", "Read it at."),
+    ("It does well, per evil.example/x, on speech.", "It does well, per, on speech."),
 ])
 def test_every_form_of_address_and_link_markup_is_removed(written: str, left: str | None) -> None:
     """(None: words that only look like hosts, left as they are.)"""
