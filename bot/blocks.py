@@ -149,14 +149,7 @@ def item_message(item: Item, matched: Sequence[str] = ()) -> dict[str, Any]:
     for topic in topics[:3]:
         why = escape(cut(topic[len(TOPIC_PREFIX):], 200))
         blocks.append(ContextBlock(elements=[md(f"Matched your topic by meaning: {why}")]))
-    return {
-        "text": fallback_text(item),
-        "blocks": [b.to_dict() for b in blocks],
-        "unfurl_links": False,
-        "unfurl_media": False,
-        "parse": "none",  # the notification text is not parsed for mentions or links either
-        "metadata": {"event_type": EVENT_TYPE, "event_payload": {"item_id": item.id}},
-    }
+    return posted(fallback_text(item), blocks, EVENT_TYPE, {"item_id": item.id})
 
 
 def item_actions(item: Item, *, read: bool = True) -> ActionsBlock:
@@ -235,6 +228,20 @@ def related_button(item: Item) -> ButtonElement:
                          value=item.id[:2000])
 
 
+def posted(text: str, blocks: Sequence[Any], event_type: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """chat.postMessage's arguments for what the bot posts (an item, a follow-up, a burst, a digest): feed
+    text is never unfurled, and neither the blocks nor the notification `text` are parsed for mentions or
+    links; the metadata names what the message is, so a crash's reconcile can find it."""
+    return {
+        "text": text,
+        "blocks": [b.to_dict() for b in blocks],
+        "unfurl_links": False,
+        "unfurl_media": False,
+        "parse": "none",
+        "metadata": {"event_type": event_type, "event_payload": payload},
+    }
+
+
 def fallback_text(item: Item) -> str:
     """The plain `text` of a post: title and link, escaped."""
     url = safe_url(item.link) or ""
@@ -260,15 +267,9 @@ def followup_message(item: Item, kind: str) -> dict[str, Any] | None:
     else:
         return None
     blocks = [SectionBlock(text=md(said)), ContextBlock(elements=[md(title_link(item, 150))])]
-    return {
-        "text": cut(f"{plain} ({escape(cut(item.title, 150))})", FALLBACK_TEXT_LIMIT),
-        "blocks": [b.to_dict() for b in blocks],
-        "unfurl_links": False,
-        "unfurl_media": False,
-        "parse": "none",
-        "metadata": {"event_type": FOLLOWUP_EVENT_TYPE, "event_payload": {
-            "item_id": item.id, "followup": kind, "followup_id": followup_id(item.id, kind)}},
-    }
+    text = cut(f"{plain} ({escape(cut(item.title, 150))})", FALLBACK_TEXT_LIMIT)
+    return posted(text, blocks, FOLLOWUP_EVENT_TYPE,
+                  {"item_id": item.id, "followup": kind, "followup_id": followup_id(item.id, kind)})
 
 
 def followup_id(item_id: str, kind: str) -> str:
@@ -308,14 +309,8 @@ def batch_message(batch_id: str, count: int, items: Sequence[Item]) -> dict[str,
         f"…and {more} more. Each item is in this message's thread."
     blocks = blocks[: MAX_BLOCKS - 1]
     blocks.append(ContextBlock(elements=[md(note)]))
-    return {
-        "text": cut(f"{summary}; each item is in the thread.", FALLBACK_TEXT_LIMIT),
-        "blocks": [b.to_dict() for b in blocks],
-        "unfurl_links": False,
-        "unfurl_media": False,
-        "parse": "none",
-        "metadata": {"event_type": BATCH_EVENT_TYPE, "event_payload": {"batch_id": batch_id, "count": count}},
-    }
+    text = cut(f"{summary}; each item is in the thread.", FALLBACK_TEXT_LIMIT)
+    return posted(text, blocks, BATCH_EVENT_TYPE, {"batch_id": batch_id, "count": count})
 
 
 _PARTICLES = frozenset(

@@ -32,7 +32,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.models.blocks import ContextBlock, DividerBlock, HeaderBlock, PlainTextObject, SectionBlock
 
 from bot import trending
-from bot.blocks import KIND_LABEL, counted, cut, escape, md, title_link
+from bot.blocks import KIND_LABEL, counted, cut, escape, md, posted, title_link
 from bot.deliver import LOCAL_TEAM_ID, ClientFor
 from bot.errors import WorkspaceUnavailable
 from bot.models import DeliveryReport, Digest, Item, Subscription
@@ -184,14 +184,8 @@ def digest_message(
         blocks.append(ContextBlock(elements=[md(f"… and {more} more, in the archive: `/mlresearch search`")]))
     last = [DividerBlock(), SectionBlock(text=md(cut("\n".join(ending), SECTION_CHARS)))] if ending else []
     titles = "; ".join(escape(cut(item.title, 100)) for item, _ in contents[:20])
-    return {
-        "text": cut(f"{heading} ({counts}): {titles}", 3000),
-        "blocks": [b.to_dict() for b in [*blocks[: 50 - len(last)], *last]],
-        "unfurl_links": False,
-        "unfurl_media": False,
-        "parse": "none",
-        "metadata": {"event_type": EVENT_TYPE, "event_payload": {"period": digest.period}},
-    }
+    text = cut(f"{heading} ({counts}): {titles}", 3000)
+    return posted(text, [*blocks[: 50 - len(last)], *last], EVENT_TYPE, {"period": digest.period})
 
 
 def _sections(title: str, lines: list[str]) -> list[SectionBlock]:
