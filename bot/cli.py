@@ -73,67 +73,64 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"mlresearch-bot {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
-    class _Some:
-        def add_parser(self, name: str, **kwargs: Any) -> Any:
-            return subparsers.add_parser(name, **kwargs) if only in (None, name) else _NotBuilt()
+    def add(name: str, **kwargs: Any) -> Any:
+        return subparsers.add_parser(name, **kwargs) if only in (None, name) else _NotBuilt()
 
-    sub = _Some()
-
-    serve = sub.add_parser("serve", help="run the Slack app (HTTP or Socket Mode) and the poller")
+    serve = add("serve", help="run the Slack app (HTTP or Socket Mode) and the poller")
     serve.add_argument("--or-shell", action="store_true", help="without Slack credentials, start the shell")
 
-    poll = sub.add_parser("poll", help="one poll cycle: fetch, store, deliver")
+    poll = add("poll", help="one poll cycle: fetch, store, deliver")
     poll.add_argument("--dry-run", action="store_true", help="write nothing, post nothing; print what is new")
     poll.add_argument("--json", action="store_true", help="print one JSON object")
     poll.add_argument("--no-deliver", action="store_true",
                       help="fetch, store and queue only; worker processes deliver (PostgreSQL)")
 
-    worker = sub.add_parser("worker", help="deliver queued posts until stopped; several may run (PostgreSQL)")
+    worker = add("worker", help="deliver queued posts until stopped; several may run (PostgreSQL)")
     worker.add_argument("--once", action="store_true", help="deliver what is open now, then exit")
 
-    backfill = sub.add_parser("backfill", help="merge every post of the research index into the archive")
+    backfill = add("backfill", help="merge every post of the research index into the archive")
     backfill.add_argument("--url", help="the research index page (default: /research on the feed's site)")
     backfill.add_argument("--dry-run", action="store_true", help="write nothing; say what would change")
     backfill.add_argument("--json", action="store_true", help='print {"found", "added", "enriched"}')
     backfill.add_argument("--pages", action="store_true",
                           help="then read each post's own page not read yet (paper, code, venue), 1 a second")
 
-    search = sub.add_parser("search", help="search the archive")
+    search = add("search", help="search the archive")
     search.add_argument("query", nargs="+", help="words to look for")
     search.add_argument("--limit", type=int, default=10, help="at most this many results (default 10)")
     search.add_argument("--json", action="store_true", help="print a JSON list")
 
-    summarize = sub.add_parser("summarize", help="summarize what the archive says about a topic")
+    summarize = add("summarize", help="summarize what the archive says about a topic")
     summarize.add_argument("topic", nargs="+")
     summarize.add_argument("--json", action="store_true")
 
-    related = sub.add_parser("related", help="the items nearest to an archive item")
+    related = add("related", help="the items nearest to an archive item")
     related.add_argument("item", nargs="+", help="a link to an archive item, or words of its title")
     related.add_argument("--limit", type=int, default=5, help="at most this many items (default 5)")
     related.add_argument("--json", action="store_true", help="print a JSON list (as search --json does)")
 
-    latest = sub.add_parser("latest", help="the newest items of the archive")
+    latest = add("latest", help="the newest items of the archive")
     latest.add_argument("n", nargs="?", default=None, help="how many (1 to 20, default 5)")
     latest.add_argument("--json", action="store_true", help="print a JSON list (as search --json does)")
 
-    status = sub.add_parser("status", help="the feed's health, the archive and the subscriptions")
+    status = add("status", help="the feed's health, the archive and the subscriptions")
     status.add_argument("--json", action="store_true", help="print one JSON object")
 
-    reindex = sub.add_parser("reindex", help="rebuild what search derives from the archive (index, vectors)")
+    reindex = add("reindex", help="rebuild what search derives from the archive (index, vectors)")
     reindex.add_argument("--json", action="store_true", help='quiet; print {"items", "model", "seconds"}')
-    feedback = sub.add_parser("feedback", help="people's votes on the bot's answers (which questions fail)")
+    feedback = add("feedback", help="people's votes on the bot's answers (which questions fail)")
     feedback.add_argument("--since", metavar="YYYY-MM-DD", help="only votes cast on or after this day (UTC)")
     feedback.add_argument("--json", action="store_true", help="print a JSON list")
-    cite = sub.add_parser("cite", help="an archive item's BibTeX entry")
+    cite = add("cite", help="an archive item's BibTeX entry")
     cite.add_argument("item", nargs="+", help="a link to an archive item, or words of its title")
-    export = sub.add_parser("export", help="BibTeX entries for the archive, or one person's reading list")
+    export = add("export", help="BibTeX entries for the archive, or one person's reading list")
     export.add_argument("--bibtex", action="store_true", help="as BibTeX (the one format so far)")
     export.add_argument("--saved-by", metavar="USER", help="one person's reading list: a Slack user ID")
     export.add_argument("--since", metavar="YYYY-MM-DD", help="only items published on or after this day")
-    sub.add_parser("shell", help="a local console in place of Slack")
-    demo = sub.add_parser("demo", help="load the bundled archive of real posts into an empty database")
+    add("shell", help="a local console in place of Slack")
+    demo = add("demo", help="load the bundled archive of real posts into an empty database")
     demo.add_argument("--json", action="store_true", help='print {"demo", "loaded", "items"}')
-    sub.add_parser("migrate", help="create or upgrade the database schema (Heroku's release phase runs it)")
+    add("migrate", help="create or upgrade the database schema (Heroku's release phase runs it)")
     return parser
 
 

@@ -173,13 +173,10 @@ def heroku_config(command: str, _tmp_path: Path) -> None:
 
 
 def git_push(_command: str, _tmp_path: Path) -> None:
-    """Heroku's build from uv.lock, its release phase and `web` run in tests/test_buildpack.py; here, the
-    README's sentence about them is the Procfile's."""
-    from tests.test_buildpack import test_a_clean_clone_builds_from_the_lock_migrates_and_serves as built
-
+    """Heroku's build from uv.lock, its release phase and `web` run in tests/test_buildpack.py (from a clean
+    clone); here, the README's sentence about them is the Procfile's."""
     procfile = dict(line.split(": ", 1) for line in (ROOT / "Procfile").read_text().splitlines() if line)
     assert procfile["release"] == "mlresearch-bot migrate" and procfile["web"] == "mlresearch-bot serve"
-    assert callable(built)
 
 
 def invite(command: str, _tmp_path: Path) -> None:
